@@ -1,0 +1,206 @@
+# shellcheck shell=bash
+# Shared helpers for sandbox/{up,down,status,check}. Sourced, never executed.
+#
+# Everything the sandbox owns lives under $SBX_HOME:
+#   logs/  one log file per component        run/  pid files, sockets of node OVS instances
+#   etc/   generated configuration           data/ databases, keys, OVS/OVN db files
+# The local chassis' Open vSwitch keeps its sockets in the standard place
+# (/var/run/openvswitch) so that a plain `ovs-vsctl` talks to it, like on a real node.
+
+SBX_HOME=${KURYR_SANDBOX_HOME:-/var/lib/kuryr-sandbox}
+SBX_LOG=$SBX_HOME/logs
+SBX_RUN=$SBX_HOME/run
+SBX_ETC=$SBX_HOME/etc
+SBX_DATA=$SBX_HOME/data
+SBX_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SBX_TAG=kuryr-sandbox
+
+# Outputs for developers and tests (stable paths).
+SBX_OUT_DIR=${HOME:-/root}
+SBX_CLOUDS_YAML=$SBX_OUT_DIR/clouds.yaml
+SBX_KURYR_CONF=$SBX_OUT_DIR/kuryr.conf
+SBX_TOPOLOGY_ENV=$SBX_OUT_DIR/topology.env
+
+# Local chassis (the machine itself).
+SBX_LOCAL_CHASSIS=${KURYR_SANDBOX_CHASSIS:-$(hostname -s)}
+LOCAL_OVS_RUNDIR=/var/run/openvswitch
+OVN_RUNDIR_LOCAL=/var/run/ovn
+
+# Underlay for emulated nodes (exists only in the node namespaces and one Linux bridge).
+SBX_UNDERLAY_BRIDGE=ksbx-underlay
+SBX_UNDERLAY_PREFIX=172.30.0      # node-i gets .(10+i)/24
+
+export DEBIAN_FRONTEND=noninteractive
+
+PACKAGES=(
+  mariadb-server python3-pymysql
+  keystone uwsgi-core uwsgi-plugin-python3
+  neutron-server python3-ovsdbapp
+  ovn-central ovn-host openvswitch-switch
+  octavia-api octavia-driver-agent octavia-common python3-ovn-octavia-provider
+  python3-openstacksdk python3-openstackclient python3-yaml
+  iproute2 iputils-ping netcat-openbsd ethtool curl procps
+)
+
+# ----------------------------------------------------------------------------- output
+
+_ts() { date -u +%H:%M:%S; }
+log()  { printf '[%s] %s\n' "$(_ts)" "$*" >&2; }
+warn() { printf '[%s] WARNING: %s\n' "$(_ts)" "$*" >&2; }
+die()  { printf '[%s] ERROR: %s\n' "$(_ts)" "$*" >&2; exit 1; }
+
+# die_component NAME MESSAGE: fail loudly with the tail of the component's log.
+die_component() {
+  local name=$1; shift
+  local logf=$SBX_LOG/$name.log
+  printf '[%s] ERROR: component %s: %s\n' "$(_ts)" "$name" "$*" >&2
+  if [[ -f $logf ]]; then
+    printf -- '----- last 30 lines of %s -----\n' "$logf" >&2
+    tail -n 30 "$logf" >&2
+    printf -- '----- end of %s -----\n' "$logf" >&2
+  fi
+  exit 1
+}
+
+require_root() { [[ $(id -u) -eq 0 ]] || die "must run as root"; }
+
+ensure_dirs() {
+  mkdir -p "$SBX_LOG" "$SBX_RUN" "$SBX_ETC" "$SBX_DATA" "$LOCAL_OVS_RUNDIR" "$OVN_RUNDIR_LOCAL" /var/run/octavia
+}
+
+# ----------------------------------------------------------------------------- secrets
+
+# One random password per sandbox, kept until `down --purge`.
+load_secrets() {
+  local f=$SBX_ETC/secrets.env
+  if [[ ! -f $f ]]; then
+    umask 077
+    {
+      echo "SBX_PASSWORD=$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 20)"
+    } >"$f"
+    umask 022
+  fi
+  # shellcheck disable=SC1090
+  source "$f"
+}
+
+# ----------------------------------------------------------------------------- processes
+
+pidfile_of() { echo "$SBX_RUN/$1.pid"; }
+
+# pid_of NAME: prints the pid if the component's process is alive, else fails.
+pid_of() {
+  local pf pid
+  pf=$(pidfile_of "$1")
+  [[ -s $pf ]] || return 1
+  pid=$(<"$pf")
+  [[ $pid =~ ^[0-9]+$ ]] || return 1
+  kill -0 "$pid" 2>/dev/null || return 1
+  # Guard against pid reuse: the command line must still be ours.
+  local expect
+  expect=$(<"$SBX_RUN/$1.cmd") 2>/dev/null || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$expect" || return 1
+  echo "$pid"
+}
+
+is_running() { pid_of "$1" >/dev/null; }
+
+# start_daemon NAME [--netns NS] CMD...: run CMD in the foreground of its own session,
+# output appended to logs/NAME.log, pid in run/NAME.pid. No-op if already running.
+start_daemon() {
+  local name=$1; shift
+  local netns=""
+  if [[ ${1:-} == --netns ]]; then netns=$2; shift 2; fi
+  if is_running "$name"; then return 0; fi
+  local logf=$SBX_LOG/$name.log
+  printf '\n===== %s starting %s =====\n' "$(date -u +%FT%TZ)" "$name" >>"$logf"
+  # The command-line fingerprint checked by pid_of: the program's basename.
+  basename "$1" >"$SBX_RUN/$name.cmd"
+  if [[ -n $netns ]]; then
+    setsid ip netns exec "$netns" "$@" </dev/null >>"$logf" 2>&1 &
+  else
+    setsid "$@" </dev/null >>"$logf" 2>&1 &
+  fi
+  echo $! >"$(pidfile_of "$name")"
+  # `ip netns exec` execs the program, so $! is the daemon itself.
+  sleep 0.2
+  is_running "$name" || die_component "$name" "exited right after start"
+}
+
+# stop_daemon NAME: TERM its process group (we made it a session leader), then KILL.
+stop_daemon() {
+  local name=$1 pid i
+  if ! pid=$(pid_of "$name"); then
+    rm -f "$(pidfile_of "$name")"
+    return 0
+  fi
+  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < 100; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    warn "$name (pid $pid) did not stop on TERM, killing"
+    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+  fi
+  # Children of the session that outlived the leader (e.g. forked workers).
+  kill -KILL -- "-$pid" 2>/dev/null || true
+  rm -f "$(pidfile_of "$name")"
+  log "stopped $name"
+}
+
+# wait_for NAME SECONDS DESCRIPTION CMD...: poll CMD until it succeeds; on timeout fail
+# loudly with the component's log tail. Also fails at once if the process died.
+wait_for() {
+  local name=$1 secs=$2 what=$3; shift 3
+  local deadline=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    if [[ -f $(pidfile_of "$name") ]] && ! is_running "$name"; then
+      die_component "$name" "process died while waiting for: $what"
+    fi
+    ((SECONDS < deadline)) || die_component "$name" "not ready after ${secs}s: $what"
+    sleep 0.3
+  done
+}
+
+http_ok() { # http_ok URL: any HTTP answer below 500 counts as "serving"
+  local code
+  code=$(curl -s -o /dev/null -m 3 -w '%{http_code}' "$1") || return 1
+  [[ $code =~ ^[1-4][0-9][0-9]$ ]]
+}
+
+# ----------------------------------------------------------------------------- nodes
+
+node_names() { # the nodes that `up --nodes` created, in order
+  local f=$SBX_ETC/nodes
+  [[ -f $f ]] && cat "$f"
+  return 0
+}
+node_ns() { echo "kuryr-$1"; }
+node_rundir() { echo "$SBX_RUN/ovs-$1"; }
+node_index() { echo "${1#node-}"; }
+node_underlay_ip() { echo "$SBX_UNDERLAY_PREFIX.$((10 + $(node_index "$1")))"; }
+
+# ----------------------------------------------------------------------------- component table
+# name | endpoint | what it is. Used by status and down (down walks it backwards).
+component_table() {
+  cat <<EOF
+mariadb|tcp:127.0.0.1:3306|MariaDB (Keystone, Neutron, Octavia databases)
+ovn-nb|tcp:127.0.0.1:6641|OVN northbound ovsdb-server
+ovn-sb|tcp:127.0.0.1:6642|OVN southbound ovsdb-server
+ovn-northd|unix:$SBX_RUN/ovn-northd.ctl|OVN northd
+ovs-db|unix:$LOCAL_OVS_RUNDIR/db.sock|Open vSwitch ovsdb-server (local chassis $SBX_LOCAL_CHASSIS)
+ovs-vswitchd|unix:$LOCAL_OVS_RUNDIR/ovs-vswitchd.ctl|Open vSwitch (netdev datapath, local chassis)
+ovn-controller|chassis $SBX_LOCAL_CHASSIS|ovn-controller (local chassis)
+keystone|http://127.0.0.1:5000/v3|Keystone (uwsgi)
+neutron|http://127.0.0.1:9696|Neutron server (ML2/OVN, ovn-router, trunk)
+octavia-driver-agent|unix:/var/run/octavia/{status,stats,get}.sock|Octavia driver agent (ovn)
+octavia-api|http://127.0.0.1:9876|Octavia API (ovn provider)
+EOF
+  local n
+  for n in $(node_names); do
+    echo "ovs-db-$n|unix:$(node_rundir "$n")/db.sock|ovsdb-server of node $n"
+    echo "ovs-vswitchd-$n|netns $(node_ns "$n"), underlay $(node_underlay_ip "$n")|Open vSwitch of node $n"
+    echo "ovn-controller-$n|chassis $n|ovn-controller of node $n"
+  done
+}
