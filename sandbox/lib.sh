@@ -95,7 +95,7 @@ pid_of() {
   [[ -s $pf ]] || return 1
   pid=$(<"$pf")
   [[ $pid =~ ^[0-9]+$ ]] || return 1
-  kill -0 "$pid" 2>/dev/null || return 1
+  alive "$pid" || return 1
   # Guard against pid reuse: the command line must still be ours.
   local expect
   expect=$(<"$SBX_RUN/$1.cmd") 2>/dev/null || return 1
@@ -107,6 +107,7 @@ is_running() { pid_of "$1" >/dev/null; }
 
 # start_daemon NAME [--netns NS] CMD...: run CMD in the foreground of its own session,
 # output appended to logs/NAME.log, pid in run/NAME.pid. No-op if already running.
+SBX_STARTED_SOMETHING=0
 start_daemon() {
   local name=$1; shift
   local netns=""
@@ -122,24 +123,33 @@ start_daemon() {
     setsid "$@" </dev/null >>"$logf" 2>&1 &
   fi
   echo $! >"$(pidfile_of "$name")"
+  SBX_STARTED_SOMETHING=1
   # `ip netns exec` execs the program, so $! is the daemon itself.
   sleep 0.2
   is_running "$name" || die_component "$name" "exited right after start"
 }
 
-# stop_daemon NAME: TERM its process group (we made it a session leader), then KILL.
+# alive PID: the process exists and is not a zombie (PID 1 here may reap late).
+alive() {
+  local state
+  state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+  [[ -n $state && $state != Z ]]
+}
+
+# stop_daemon NAME [SECS]: TERM its process group (we made it a session leader), wait up
+# to SECS (default 10), then KILL.
 stop_daemon() {
-  local name=$1 pid i
+  local name=$1 secs=${2:-10} pid i
   if ! pid=$(pid_of "$name"); then
     rm -f "$(pidfile_of "$name")"
     return 0
   fi
   kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < 100; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
+  for ((i = 0; i < secs * 10; i++)); do
+    alive "$pid" || break
     sleep 0.1
   done
-  if kill -0 "$pid" 2>/dev/null; then
+  if alive "$pid"; then
     warn "$name (pid $pid) did not stop on TERM, killing"
     kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
   fi
@@ -191,7 +201,7 @@ ovn-sb|tcp:127.0.0.1:6642|OVN southbound ovsdb-server
 ovn-northd|unix:$SBX_RUN/ovn-northd.ctl|OVN northd
 ovs-db|unix:$LOCAL_OVS_RUNDIR/db.sock|Open vSwitch ovsdb-server (local chassis $SBX_LOCAL_CHASSIS)
 ovs-vswitchd|unix:$LOCAL_OVS_RUNDIR/ovs-vswitchd.ctl|Open vSwitch (netdev datapath, local chassis)
-ovn-controller|chassis $SBX_LOCAL_CHASSIS|ovn-controller (local chassis)
+ovn-controller|chassis $SBX_LOCAL_CHASSIS (ovn-appctl: OVN_RUNDIR=$OVN_RUNDIR_LOCAL)|ovn-controller (local chassis)
 keystone|http://127.0.0.1:5000/v3|Keystone (uwsgi)
 neutron|http://127.0.0.1:9696|Neutron server (ML2/OVN, ovn-router, trunk)
 octavia-driver-agent|unix:/var/run/octavia/{status,stats,get}.sock|Octavia driver agent (ovn)

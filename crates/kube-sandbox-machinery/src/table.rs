@@ -1,6 +1,25 @@
 //! `meta.k8s.io/v1` Table rendering for clients that ask for it (`kubectl get`).
+//!
+//! Column sets follow the real server:
+//! - built-in printers for pods, namespaces, services, nodes, endpoints, configmaps, secrets,
+//!   serviceaccounts, events, leases, endpointslices and networkpolicies (computed cells such as a
+//!   pod's `READY 1/1` and `STATUS Terminating` are marked by a `json_path` starting with `@`);
+//! - custom resources: `Name`, then the version's `additionalPrinterColumns` (or `Age` when it
+//!   declares none), with `date` cells rendered as ages;
+//! - anything else: the generic `Name` + `Created At` (RFC 3339) pair.
+//!
+//! Ages are rendered the way kubectl renders them (`5s`, `3m2s`, `4h`, `2d`, `3y12d`).
+//! Rows carry the object as `PartialObjectMetadata` (kubectl's default `includeObject=Metadata`);
+//! [`to_table_with`] also supports `Object` and `None`.
 
-use serde_json::Value;
+mod cells;
+mod columns;
+
+use cells::cell;
+pub use cells::{eval_json_path, human_duration};
+pub use columns::columns_for;
+
+use serde_json::{Value, json};
 
 /// One column of a Table.
 #[derive(Debug, Clone)]
@@ -13,6 +32,51 @@ pub struct Column {
     pub json_path: String,
     /// Column priority (0 = always shown).
     pub priority: i32,
+    /// OpenAPI format shown in the column definition (`name` for the Name column), may be empty.
+    pub format: String,
+    /// Column description, may be empty.
+    pub description: String,
+}
+
+impl Column {
+    pub(crate) fn new(name: &str, type_: &str, json_path: &str, priority: i32, description: &str) -> Self {
+        Self {
+            name: name.into(),
+            type_: type_.into(),
+            json_path: json_path.into(),
+            priority,
+            format: if json_path == ".metadata.name" {
+                "name".into()
+            } else {
+                String::new()
+            },
+            description: description.into(),
+        }
+    }
+}
+
+/// What each row's `object` holds (`includeObject` query parameter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IncludeObject {
+    /// No object.
+    None,
+    /// A `PartialObjectMetadata` with the object's metadata (kubectl's default).
+    #[default]
+    Metadata,
+    /// The full object.
+    Object,
+}
+
+impl IncludeObject {
+    /// Parses the `includeObject` query parameter (`None`, `Metadata`, `Object`); absent or
+    /// unknown values give the default, `Metadata`.
+    pub fn from_param(p: Option<&str>) -> Self {
+        match p {
+            Some("None") => Self::None,
+            Some("Object") => Self::Object,
+            _ => Self::Metadata,
+        }
+    }
 }
 
 /// True when the Accept header asks for `as=Table`.
@@ -20,16 +84,17 @@ pub fn wants_table(accept: &str) -> bool {
     accept.contains("as=Table")
 }
 
-/// The columns for a resource kind; `printer_columns` are a CRD version's
-/// `additionalPrinterColumns` when the resource is custom.
-pub fn columns_for(kind: &str, printer_columns: Option<&Value>) -> Vec<Column> {
-    let _ = (kind, printer_columns);
-    vec![Column {
-        name: "Name".into(),
-        type_: "string".into(),
-        json_path: ".metadata.name".into(),
-        priority: 0,
-    }]
+/// The `object` of a row.
+fn row_object(obj: &Value, include: IncludeObject) -> Option<Value> {
+    match include {
+        IncludeObject::None => None,
+        IncludeObject::Object => Some(obj.clone()),
+        IncludeObject::Metadata => Some(json!({
+            "kind": "PartialObjectMetadata",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+        })),
+    }
 }
 
 /// Renders objects as a Table (list metadata taken from the arguments).
@@ -39,6 +104,77 @@ pub fn to_table(
     resource_version: &str,
     continue_token: Option<&str>,
 ) -> Value {
-    let _ = (columns, objects, resource_version, continue_token);
-    Value::Null
+    to_table_at(
+        columns,
+        objects,
+        resource_version,
+        continue_token,
+        jiff::Timestamp::now(),
+    )
 }
+
+/// [`to_table`] with an explicit "now" for ages.
+pub fn to_table_at(
+    columns: &[Column],
+    objects: &[Value],
+    resource_version: &str,
+    continue_token: Option<&str>,
+    now: jiff::Timestamp,
+) -> Value {
+    to_table_with(
+        columns,
+        objects,
+        resource_version,
+        continue_token,
+        IncludeObject::Metadata,
+        now,
+    )
+}
+
+/// The full form: choose what each row's `object` holds.
+pub fn to_table_with(
+    columns: &[Column],
+    objects: &[Value],
+    resource_version: &str,
+    continue_token: Option<&str>,
+    include: IncludeObject,
+    now: jiff::Timestamp,
+) -> Value {
+    let defs: Vec<Value> = columns
+        .iter()
+        .map(|c| {
+            json!({
+                "name": c.name,
+                "type": c.type_,
+                "format": c.format,
+                "description": c.description,
+                "priority": c.priority,
+            })
+        })
+        .collect();
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|o| {
+            let cells: Vec<Value> = columns.iter().map(|c| cell(c, o, now)).collect();
+            let mut row = json!({ "cells": cells });
+            if let Some(obj) = row_object(o, include) {
+                row["object"] = obj;
+            }
+            row
+        })
+        .collect();
+    let mut meta = json!({ "resourceVersion": resource_version });
+    if let Some(c) = continue_token.filter(|c| !c.is_empty()) {
+        meta["continue"] = c.into();
+    }
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": meta,
+        "columnDefinitions": defs,
+        "rows": rows,
+    })
+}
+
+#[cfg(test)]
+mod tests;

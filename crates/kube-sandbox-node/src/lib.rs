@@ -1,6 +1,27 @@
 //! Emulated node side of kube-sandbox: [`node`] (kubelet + container runtime driving a real CNI
 //! plugin on real network namespaces) and [`controllers`] (scheduler and endpoints controller).
 //! Both talk to the API server only through the Kubernetes API, like their real counterparts.
+//!
+//! Entry points: [`node::run`] / [`node::run_node`] (one node), [`controllers::run`] /
+//! [`controllers::run_with_client`] (scheduler + endpoints controller). The CRI-runtime side of
+//! CNI (config selection, plugin protocol, results) is in [`cni`]; network namespaces and
+//! in-namespace socket binding in [`netns`]; the emulated containers in [`responder`]; the
+//! node's persistent state and CNI result cache in [`state`]; Event recording in [`events`].
 
+pub mod cni;
 pub mod controllers;
+pub mod events;
+pub mod netns;
 pub mod node;
+pub mod responder;
+pub mod state;
+
+/// A timestamp as Kubernetes writes `metav1.Time`: RFC 3339 with whole seconds, UTC.
+pub(crate) fn k8s_time(ts: jiff::Timestamp) -> String {
+    jiff::fmt::strtime::format("%Y-%m-%dT%H:%M:%SZ", ts).unwrap_or_else(|_| ts.to_string())
+}
+
+/// Now, as [`k8s_time`].
+pub(crate) fn k8s_now() -> String {
+    k8s_time(jiff::Timestamp::now())
+}

@@ -1,13 +1,16 @@
 //! `kube-sandbox` binary: parses the command line and runs one of the emulated components.
+//!
+//! `apiserver` also runs the scheduler and the endpoints controller in the same process (as one
+//! small control plane) unless `--no-controllers` is given; `controllers` runs them on their own.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
+use kube_sandbox_apiserver as apiserver;
+use kube_sandbox_node::{controllers, node};
+use tracing::{info, warn};
 
 #[derive(Parser)]
-#[command(
-    name = "kube-sandbox",
-    about = "Emulated Kubernetes control plane and nodes for kuryr-rs tests"
-)]
+#[command(name = "kube-sandbox", version, about = "Emulated Kubernetes control plane and nodes for kuryr-rs tests")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -16,11 +19,20 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// In-memory Kubernetes API server (plus scheduler and endpoints controller unless disabled).
-    Apiserver(kube_sandbox_apiserver::Args),
+    Apiserver(ApiserverCmd),
     /// One emulated node: kubelet + container runtime driving a CNI plugin.
-    Node(kube_sandbox_node::node::Args),
-    /// Scheduler and endpoints controller as a separate process (when the apiserver runs without them).
-    Controllers(kube_sandbox_node::controllers::Args),
+    Node(node::Args),
+    /// Scheduler and endpoints controller as a separate process (for `apiserver --no-controllers`).
+    Controllers(controllers::Args),
+}
+
+#[derive(clap::Args)]
+struct ApiserverCmd {
+    #[command(flatten)]
+    server: apiserver::Args,
+    /// Do not run the scheduler and the endpoints controller in this process.
+    #[arg(long)]
+    no_controllers: bool,
 }
 
 #[tokio::main]
@@ -32,10 +44,25 @@ async fn main() -> Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
-    match cli.command {
-        Command::Apiserver(args) => kube_sandbox_apiserver::run(args).await,
-        Command::Node(args) => kube_sandbox_node::node::run(args).await,
-        Command::Controllers(args) => kube_sandbox_node::controllers::run(args).await,
+    match Cli::parse().command {
+        Command::Apiserver(cmd) if cmd.no_controllers => apiserver::run(cmd.server).await,
+        Command::Apiserver(cmd) => run_control_plane(cmd.server).await,
+        Command::Node(args) => node::run(args).await,
+        Command::Controllers(args) => controllers::run(args).await,
     }
+}
+
+/// API server + scheduler + endpoints controller until SIGTERM/ctrl-c.
+async fn run_control_plane(args: apiserver::Args) -> Result<()> {
+    let server = apiserver::start(apiserver::Config::from(args)).await?;
+    info!(url = %server.url, kubeconfig = %server.kubeconfig.display(), "API server ready");
+    let (client, _) = node::client_from_kubeconfig(&server.kubeconfig)
+        .await
+        .context("connecting the in-process controllers to the API server")?;
+    let result = controllers::run_with_client(client, node::shutdown_signal()).await;
+    if let Err(e) = &result {
+        warn!(error = %e, "controllers stopped");
+    }
+    server.shutdown().await;
+    result.map_err(Into::into)
 }

@@ -1,5 +1,121 @@
 //! One emulated node: registers and heartbeats its Node, runs pods bound to it by creating network
 //! namespaces and calling the CNI plugin exactly as a CRI runtime does, serves the pods' ports.
+//!
+//! Deliberate differences from a real kubelet (documented for test authors):
+//! - sandbox-creation backoff is `--sandbox-backoff-base` (1 s) doubling up to 30 s (kubelet:
+//!   10 s .. 5 min), so tests do not wait minutes;
+//! - a CNI DEL that keeps failing is retried with backoff until the pod's deletion deadline, then
+//!   the pod object is removed anyway and the sandbox stays recorded: background garbage
+//!   collection keeps retrying DEL + netns removal (kubelet would hold the pod);
+//! - host-network pods get no sandbox and no responders; the node stays Ready even without a
+//!   CNI config (pods then wait with `NetworkNotReady` events), so host-network DaemonSet pods
+//!   (the CNI daemon) can be scheduled before the CNI config exists.
+
+mod forward;
+mod pods;
+pub mod register;
+pub mod sandbox;
+pub mod status;
+
+use std::{
+    collections::{BTreeMap, HashSet},
+    net::{IpAddr, SocketAddr, ToSocketAddrs},
+    path::PathBuf,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use kube::Client;
+use tracing::{info, warn};
+
+use crate::{
+    cni::{self, PluginRunner},
+    events::Recorder,
+    netns,
+    state::{self, SandboxRecord, State},
+};
+
+/// Errors of the node.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A command-line value is invalid.
+    #[error("invalid argument: {0}")]
+    BadArgument(String),
+    /// The kubeconfig could not be loaded.
+    #[error("cannot load kubeconfig")]
+    Kubeconfig(#[source] kube::config::KubeconfigError),
+    /// The client could not be built.
+    #[error("cannot create API client")]
+    Client(#[source] kube::Error),
+    /// An API call failed.
+    #[error("API call failed: {step}")]
+    Api {
+        /// What was being done.
+        step: &'static str,
+        /// Cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// The state dir could not be read.
+    #[error("cannot load node state")]
+    LoadState {
+        /// Cause.
+        #[source]
+        source: state::Error,
+    },
+    /// The state dir could not be written.
+    #[error("cannot save node state")]
+    SaveState {
+        /// Cause.
+        #[source]
+        source: state::Error,
+    },
+    /// A namespace operation failed.
+    #[error("netns: {step}")]
+    Netns {
+        /// What was being done.
+        step: &'static str,
+        /// Cause.
+        #[source]
+        source: netns::Error,
+    },
+    /// CNI teardown failed.
+    #[error("failed to destroy network for sandbox \"{sandbox_id}\": {source}")]
+    Cni {
+        /// Sandbox id.
+        sandbox_id: String,
+        /// Cause.
+        #[source]
+        source: cni::Error,
+    },
+    /// The API forwarder failed.
+    #[error("api forwarder")]
+    Forward {
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, mul) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (s, 1.0)
+    };
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration {s:?} (e.g. 500ms, 1s, 2m)"))?;
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!("invalid duration {s:?}"));
+    }
+    Ok(Duration::from_secs_f64(v * mul))
+}
 
 /// Command-line arguments of `kube-sandbox node`.
 #[derive(clap::Args, Debug, Clone)]
@@ -9,10 +125,298 @@ pub struct Args {
     pub name: String,
     /// Kubeconfig of the API server.
     #[arg(long, env = "KUBECONFIG", default_value = "/var/lib/kube-sandbox/kubeconfig")]
-    pub kubeconfig: std::path::PathBuf,
+    pub kubeconfig: PathBuf,
+    /// The node's InternalIP (also the IP of host-network pods).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub node_ip: IpAddr,
+    /// Extra node label `key=value` (repeatable; overrides defaults).
+    #[arg(long = "label")]
+    pub labels: Vec<String>,
+    /// Node annotation `key=value` (repeatable).
+    #[arg(long = "annotation")]
+    pub annotations: Vec<String>,
+    /// CNI network config dir.
+    #[arg(long, default_value = "/etc/cni/net.d")]
+    pub cni_conf_dir: PathBuf,
+    /// CNI plugin dirs (`:`-separated or repeated); also `CNI_PATH`.
+    #[arg(long, default_value = "/opt/cni/bin", value_delimiter = ':')]
+    pub cni_bin_dir: Vec<PathBuf>,
+    /// State dir (default `/var/lib/kube-sandbox/nodes/<name>`).
+    #[arg(long)]
+    pub state_dir: Option<PathBuf>,
+    /// First retry delay after a failed sandbox creation (doubles up to --sandbox-backoff-cap).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub sandbox_backoff_base: Duration,
+    /// Longest retry delay after failed sandbox creations.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub sandbox_backoff_cap: Duration,
+    /// Timeout of one CNI plugin invocation.
+    #[arg(long, default_value = "120s", value_parser = parse_duration)]
+    pub cni_timeout: Duration,
+    /// Named netns that is this node's host network: plugins run there and the API server is
+    /// forwarded to `127.0.0.1:<its port>` inside it.
+    #[arg(long)]
+    pub host_netns: Option<String>,
 }
 
-/// Runs the node until interrupted.
+/// Everything a running node needs (built from [`Args`] or by tests).
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// Node name.
+    pub name: String,
+    /// InternalIP.
+    pub node_ip: IpAddr,
+    /// Labels (defaults merged with overrides).
+    pub labels: BTreeMap<String, String>,
+    /// Annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// CNI conf dir.
+    pub cni_conf_dir: PathBuf,
+    /// CNI bin dirs.
+    pub cni_bin_dirs: Vec<PathBuf>,
+    /// State dir.
+    pub state_dir: PathBuf,
+    /// Sandbox retry backoff base.
+    pub sandbox_backoff_base: Duration,
+    /// Sandbox retry backoff cap.
+    pub sandbox_backoff_cap: Duration,
+    /// CNI plugin timeout.
+    pub cni_timeout: Duration,
+    /// Host netns name.
+    pub host_netns: Option<String>,
+    /// API server address to forward into the host netns (needs `host_netns`).
+    pub apiserver_forward: Option<SocketAddr>,
+    /// Lease renewal period.
+    pub lease_interval: Duration,
+    /// Node status update period.
+    pub status_interval: Duration,
+    /// Garbage collection period for orphaned sandboxes.
+    pub gc_interval: Duration,
+}
+
+impl NodeConfig {
+    /// Defaults for a node named `name` (paths as in [`Args`]).
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            node_ip: IpAddr::from([127, 0, 0, 1]),
+            labels: register::default_labels(name),
+            annotations: BTreeMap::new(),
+            cni_conf_dir: "/etc/cni/net.d".into(),
+            cni_bin_dirs: vec!["/opt/cni/bin".into()],
+            state_dir: PathBuf::from("/var/lib/kube-sandbox/nodes").join(name),
+            sandbox_backoff_base: Duration::from_secs(1),
+            sandbox_backoff_cap: Duration::from_secs(30),
+            cni_timeout: Duration::from_secs(120),
+            host_netns: None,
+            apiserver_forward: None,
+            lease_interval: Duration::from_secs(10),
+            status_interval: Duration::from_secs(60),
+            gc_interval: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Shared context of the node's tasks.
+pub(crate) struct Ctx {
+    pub client: Client,
+    pub cfg: NodeConfig,
+    pub store: state::Store,
+    pub state: Mutex<State>,
+    pub runner: PluginRunner,
+    pub recorder: Recorder,
+    pub gc_busy: Mutex<HashSet<String>>,
+}
+
+impl Ctx {
+    /// Changes the state and persists it.
+    pub fn update_state(&self, f: impl FnOnce(&mut State)) -> Result<(), Error> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut st);
+        self.store.save(&st).map_err(|source| Error::SaveState { source })
+    }
+    pub fn record(&self, sandbox_id: &str) -> Option<SandboxRecord> {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.sandboxes.get(sandbox_id).cloned()
+    }
+    pub fn records_of(&self, pod_uid: &str) -> Vec<SandboxRecord> {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.sandboxes
+            .values()
+            .filter(|r| r.pod_uid == pod_uid)
+            .cloned()
+            .collect()
+    }
+    pub fn all_records(&self) -> Vec<SandboxRecord> {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.sandboxes.values().cloned().collect()
+    }
+    pub fn gc_busy_insert(&self, id: &str) -> bool {
+        self.gc_busy
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_string())
+    }
+    pub fn gc_busy_remove(&self, id: &str) {
+        self.gc_busy.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+    }
+}
+
+/// Installs the process-wide rustls crypto provider (idempotent).
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+}
+
+/// Builds a client from a kubeconfig file; also returns the API server's socket address.
+pub async fn client_from_kubeconfig(path: &std::path::Path) -> Result<(Client, Option<SocketAddr>), Error> {
+    install_crypto_provider();
+    let kc = kube::config::Kubeconfig::read_from(path).map_err(Error::Kubeconfig)?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(Error::Kubeconfig)?;
+    let uri = config.cluster_url.clone();
+    let addr = uri.host().and_then(|h| {
+        let port = uri.port_u16().unwrap_or(if uri.scheme_str() == Some("https") {
+            443
+        } else {
+            80
+        });
+        let host = h.trim_start_matches('[').trim_end_matches(']');
+        (host, port)
+            .to_socket_addrs()
+            .ok()?
+            .find(|a| a.is_ipv4())
+            .or_else(|| (host, port).to_socket_addrs().ok()?.next())
+    });
+    let client = Client::try_from(config).map_err(Error::Client)?;
+    Ok((client, addr))
+}
+
+/// Runs the node until interrupted (SIGTERM or ctrl-c).
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("node not implemented yet (args: {args:?})")
+    let (client, addr) = client_from_kubeconfig(&args.kubeconfig).await?;
+    let mut cfg = NodeConfig::new(&args.name);
+    cfg.node_ip = args.node_ip;
+    cfg.labels.extend(register::parse_pairs(&args.labels)?);
+    cfg.annotations = register::parse_pairs(&args.annotations)?;
+    cfg.cni_conf_dir = args.cni_conf_dir;
+    cfg.cni_bin_dirs = args.cni_bin_dir;
+    if let Some(d) = args.state_dir {
+        cfg.state_dir = d;
+    }
+    cfg.sandbox_backoff_base = args.sandbox_backoff_base;
+    cfg.sandbox_backoff_cap = args.sandbox_backoff_cap.max(args.sandbox_backoff_base);
+    cfg.cni_timeout = args.cni_timeout;
+    cfg.host_netns = args.host_netns;
+    cfg.apiserver_forward = addr;
+    run_node(client, cfg, shutdown_signal()).await?;
+    Ok(())
+}
+
+/// Resolves on SIGTERM or ctrl-c.
+pub async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
+
+/// Runs a node with an existing client until `shutdown` resolves. Sandboxes are left in place
+/// (and in the state dir) on shutdown, to be adopted by the next run.
+pub async fn run_node(
+    client: Client,
+    cfg: NodeConfig,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), Error> {
+    let store = state::Store::new(&cfg.state_dir);
+    let st = store.load().map_err(|source| Error::LoadState { source })?;
+    let id = register::Identity {
+        name: cfg.name.clone(),
+        ip: cfg.node_ip,
+        labels: cfg.labels.clone(),
+        annotations: cfg.annotations.clone(),
+    };
+    let since = jiff::Timestamp::now();
+    let node_uid = register::register(&client, &id, since).await?;
+    info!(node = %cfg.name, ip = %cfg.node_ip, "node registered");
+    let forwarder = match (&cfg.host_netns, cfg.apiserver_forward) {
+        (Some(ns), Some(addr)) => Some(forward::start(ns, addr).await?),
+        _ => None,
+    };
+    let ctx = Arc::new(Ctx {
+        runner: PluginRunner {
+            bin_dirs: cfg.cni_bin_dirs.clone(),
+            host_netns: cfg.host_netns.as_deref().map(netns::path),
+            timeout: cfg.cni_timeout,
+        },
+        recorder: Recorder::new(client.clone(), "kubelet", Some(&cfg.name)),
+        client: client.clone(),
+        store,
+        state: Mutex::new(st),
+        gc_busy: Mutex::new(HashSet::new()),
+        cfg,
+    });
+    let heartbeat = {
+        let ctx = ctx.clone();
+        let mut node_uid = node_uid;
+        tokio::spawn(async move {
+            let mut lease = tokio::time::interval(ctx.cfg.lease_interval);
+            let mut status = tokio::time::interval(ctx.cfg.status_interval);
+            status.tick().await;
+            loop {
+                tokio::select! {
+                    _ = lease.tick() => {
+                        if let Err(e) = register::renew_lease(&ctx.client, &id, &node_uid).await {
+                            warn!(error = %e, "lease renewal failed");
+                        }
+                    }
+                    _ = status.tick() => {
+                        match register::update_status(&ctx.client, &id, since).await {
+                            Ok(_) => {}
+                            Err(Error::Api { source: kube::Error::Api(s), .. }) if s.code == 404 => {
+                                // Someone deleted our Node: register again, like kubelet.
+                                warn!(node = %id.name, "node object gone; registering again");
+                                match register::register(&ctx.client, &id, since).await {
+                                    Ok(uid) => node_uid = uid,
+                                    Err(e) => warn!(error = %e, "node registration failed"),
+                                }
+                            }
+                            Err(e) => warn!(error = %e, "node status update failed"),
+                        }
+                    }
+                }
+            }
+        })
+    };
+    let result = pods::run(ctx.clone(), shutdown).await;
+    heartbeat.abort();
+    if let Some(f) = forwarder {
+        f.abort();
+    }
+    info!(node = %ctx.cfg.name, "node stopped");
+    result
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("1s").unwrap(), Duration::from_secs(1));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert!(parse_duration("x").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
 }

@@ -1,0 +1,31 @@
+//! Shared server state handed to every request handler and background task.
+
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use crate::{registry::Registry, store::Store};
+
+/// Everything a handler needs.
+#[derive(Debug)]
+pub struct App {
+    /// Objects, resourceVersions, history and broadcast.
+    pub store: Store,
+    /// Built-in and custom resources.
+    pub registry: Registry,
+    /// Required bearer token, if any.
+    pub token: Option<String>,
+    /// Wakes the lifecycle task (GC, namespace and CRD cleanup) after deletes.
+    pub lifecycle: Notify,
+    /// Interval of periodic watch bookmarks.
+    pub bookmark_interval: Duration,
+    /// `host:port` clients reach us at (discovery's serverAddressByClientCIDRs).
+    pub server_address: String,
+}
+
+impl App {
+    /// Asks the lifecycle task for a pass.
+    pub fn kick(&self) {
+        self.lifecycle.notify_one();
+    }
+}

@@ -1,0 +1,239 @@
+//! HTTP entry point: authentication, path routing to discovery or to a resource, request parsing
+//! (query, body, DeleteOptions) and dispatch to the read/write/patch/delete handlers.
+
+pub mod delete;
+pub mod patch;
+pub mod read;
+pub mod write;
+
+use std::{collections::HashMap, sync::Arc, time::Instant};
+
+use axum::{
+    body::Body,
+    extract::{Request, State},
+    response::{IntoResponse, Response},
+};
+use bytes::Bytes;
+use http::{HeaderMap, Method, StatusCode};
+use serde_json::Value;
+use tracing::{debug, warn};
+
+use crate::{
+    app::App,
+    discovery,
+    error::{ApiError, ApiResult},
+    registry::ResourceInfo,
+};
+
+/// Query parameters.
+#[derive(Debug, Default, Clone)]
+pub struct Query(pub HashMap<String, String>);
+
+impl Query {
+    fn parse(q: Option<&str>) -> Self {
+        Self(
+            q.map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+                .unwrap_or_default(),
+        )
+    }
+    /// A parameter (empty values count as absent).
+    pub fn get(&self, k: &str) -> Option<&str> {
+        self.0.get(k).map(String::as_str).filter(|s| !s.is_empty())
+    }
+    /// A boolean parameter (`true`/`1`).
+    pub fn flag(&self, k: &str) -> bool {
+        matches!(self.get(k), Some("true" | "1"))
+    }
+    /// `dryRun=All`.
+    pub fn dry_run(&self) -> bool {
+        self.get("dryRun") == Some("All")
+    }
+}
+
+/// A parsed resource request.
+#[derive(Debug)]
+pub struct Req {
+    /// HTTP method.
+    pub method: Method,
+    /// The resource.
+    pub info: Arc<ResourceInfo>,
+    /// The requested version.
+    pub version: String,
+    /// Namespace from the path.
+    pub namespace: Option<String>,
+    /// Object name from the path.
+    pub name: Option<String>,
+    /// Subresource (`status`, `binding`, `finalize`).
+    pub sub: Option<String>,
+    /// Legacy `/watch/` path.
+    pub watch_path: bool,
+    /// Query.
+    pub query: Query,
+    /// Headers.
+    pub headers: HeaderMap,
+    /// Body.
+    pub body: Bytes,
+}
+
+impl Req {
+    /// Namespace or `""`.
+    pub fn ns(&self) -> &str {
+        self.namespace.as_deref().unwrap_or("")
+    }
+    /// Name or `""`.
+    pub fn obj_name(&self) -> &str {
+        self.name.as_deref().unwrap_or("")
+    }
+    /// A header as text.
+    pub fn header(&self, h: http::header::HeaderName) -> &str {
+        self.headers.get(h).and_then(|v| v.to_str().ok()).unwrap_or("")
+    }
+}
+
+/// A JSON response.
+pub fn json_response(code: u16, v: &Value) -> Response {
+    let code = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+    let body = serde_json::to_vec(v).unwrap_or_default();
+    (code, [(http::header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+const MAX_BODY: usize = 32 * 1024 * 1024;
+
+fn authorized(app: &App, headers: &HeaderMap, path: &str) -> bool {
+    let Some(token) = &app.token else { return true };
+    if matches!(path, "/healthz" | "/livez" | "/readyz" | "/version") {
+        return true;
+    }
+    headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|t| t.trim() == token)
+}
+
+/// The one handler behind the router.
+pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
+    let started = Instant::now();
+    let method = req.method().clone();
+    let uri = req.uri().clone();
+    let path = uri.path().to_string();
+    let resp = if !authorized(&app, req.headers(), &path) {
+        ApiError::unauthorized().into_response()
+    } else {
+        match route(&app, req).await {
+            Ok(r) => r,
+            Err(e) => e.into_response(),
+        }
+    };
+    let status = resp.status().as_u16();
+    if status >= 500 {
+        warn!(%method, uri = %uri, status, "request failed");
+    } else {
+        debug!(%method, uri = %uri, status, elapsed_us = started.elapsed().as_micros() as u64, "request");
+    }
+    resp
+}
+
+async fn route(app: &Arc<App>, req: Request) -> ApiResult<Response> {
+    let (parts, body) = req.into_parts();
+    let path = parts.uri.path().trim_end_matches('/').to_string();
+    let query = Query::parse(parts.uri.query());
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let (group, version, rest): (&str, &str, &[&str]) = match segs.as_slice() {
+        [] => return Ok(discovery::root_paths(app)),
+        ["healthz" | "livez" | "readyz", ..] => {
+            return Ok((StatusCode::OK, [(http::header::CONTENT_TYPE, "text/plain")], "ok").into_response());
+        }
+        ["version"] => return Ok(json_response(200, &discovery::version())),
+        ["openapi", "v3"] => return Ok(json_response(200, &crate::openapi::index(app))),
+        ["openapi", "v3", "api", v] => {
+            return crate::openapi::group_version(app, "", v).map(|d| json_response(200, &d));
+        }
+        ["openapi", "v3", "apis", g, v] => {
+            return crate::openapi::group_version(app, g, v).map(|d| json_response(200, &d));
+        }
+        ["api"] => return Ok(json_response(200, &discovery::api_versions(app))),
+        ["apis"] => return Ok(json_response(200, &discovery::group_list(app))),
+        ["apis", g] => return discovery::group(app, g).map(|v| json_response(200, &v)),
+        ["api", v, rest @ ..] => ("", *v, rest),
+        ["apis", g, v, rest @ ..] => (*g, *v, rest),
+        _ => return Err(ApiError::not_found_path()),
+    };
+    if rest.is_empty() {
+        return discovery::resource_list(app, group, version).map(|v| json_response(200, &v));
+    }
+    let (watch_path, rest) = match rest {
+        ["watch", r @ ..] => (true, r),
+        r => (false, r),
+    };
+    let (namespace, plural, name, sub) = match rest {
+        ["namespaces", ns, r, tail @ ..] if !(tail.is_empty() && matches!(*r, "status" | "finalize")) => {
+            match tail {
+                [] => (Some(*ns), *r, None, None),
+                [n] => (Some(*ns), *r, Some(*n), None),
+                [n, s] => (Some(*ns), *r, Some(*n), Some(*s)),
+                _ => return Err(ApiError::not_found_path()),
+            }
+        }
+        [r] => (None, *r, None, None),
+        [r, n] => (None, *r, Some(*n), None),
+        [r, n, s] => (None, *r, Some(*n), Some(*s)),
+        _ => return Err(ApiError::not_found_path()),
+    };
+    let info = app
+        .registry
+        .lookup(group, version, plural)
+        .ok_or_else(ApiError::not_found_path)?;
+    if namespace.is_some() && !info.namespaced {
+        return Err(ApiError::not_found_path());
+    }
+    if info.namespaced && namespace.is_none() && (name.is_some() || parts.method != Method::GET) {
+        return Err(ApiError::not_found_path());
+    }
+    if let Some(s) = sub {
+        let ok = match s {
+            "status" => info.status_subresource,
+            "binding" => info.group.is_empty() && info.plural == "pods",
+            "finalize" => info.group.is_empty() && info.plural == "namespaces",
+            _ => false,
+        };
+        if !ok {
+            return Err(ApiError::not_found_path());
+        }
+    }
+    let body = axum::body::to_bytes(Body::new(body), MAX_BODY)
+        .await
+        .map_err(|e| ApiError::bad_request(format!("reading body: {e}")))?;
+    let r = Req {
+        method: parts.method.clone(),
+        info,
+        version: version.to_string(),
+        namespace: namespace.map(String::from),
+        name: name.map(String::from),
+        sub: sub.map(String::from),
+        watch_path,
+        query,
+        headers: parts.headers,
+        body,
+    };
+    let watch = r.watch_path || r.query.flag("watch");
+    match (&r.method, r.name.is_some(), r.sub.as_deref()) {
+        (&Method::GET, false, _) if watch => crate::watch::serve(app, &r),
+        (&Method::GET, false, _) => read::list(app, &r),
+        (&Method::GET, true, _) => read::get(app, &r),
+        (&Method::POST, false, _) => write::create(app, &r).map(|(c, v)| json_response(c, &v)),
+        (&Method::POST, true, Some("binding")) => write::binding(app, &r).map(|(c, v)| json_response(c, &v)),
+        (&Method::PUT, true, Some("binding")) | (&Method::PATCH, true, Some("binding")) => Err(
+            ApiError::method_not_allowed("the server does not allow this method on the requested resource"),
+        ),
+        (&Method::PUT, true, _) => write::update(app, &r).map(|(c, v)| json_response(c, &v)),
+        (&Method::PATCH, true, _) => patch::patch(app, &r).map(|(c, v)| json_response(c, &v)),
+        (&Method::DELETE, true, None) => delete::delete(app, &r).map(|(c, v)| json_response(c, &v)),
+        (&Method::DELETE, false, None) => {
+            delete::delete_collection(app, &r).map(|(c, v)| json_response(c, &v))
+        }
+        _ => Err(ApiError::method_not_allowed(
+            "the server does not allow this method on the requested resource",
+        )),
+    }
+}

@@ -1,0 +1,389 @@
+//! The scheduler: binds pods without a node (and `schedulerName` default-scheduler) to a Ready,
+//! schedulable node matching `nodeSelector` and tolerating its taints, fewest pods first, through
+//! the `pods/binding` subresource; unschedulable pods get `PodScheduled=False` and are retried
+//! whenever pods or nodes change.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::Arc,
+    time::Duration,
+};
+
+use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{Patch, PatchParams, PostParams},
+    runtime::watcher,
+};
+use serde_json::json;
+use tokio::sync::Notify;
+use tracing::{info, warn};
+
+use super::{AbortOnDrop, Error, spawn_reflector};
+use crate::events::{EventType, Recorder, reference};
+
+/// The scheduler name this scheduler serves.
+pub const SCHEDULER_NAME: &str = "default-scheduler";
+
+fn node_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True")
+}
+
+fn tolerates(tolerations: &[Toleration], taint: &Taint) -> bool {
+    tolerations.iter().any(|t| {
+        let effect_ok = t
+            .effect
+            .as_deref()
+            .is_none_or(|e| e.is_empty() || e == taint.effect);
+        let key_ok = match t.key.as_deref() {
+            None | Some("") => t.operator.as_deref() == Some("Exists"),
+            Some(k) => k == taint.key,
+        };
+        let value_ok = match t.operator.as_deref() {
+            Some("Exists") => true,
+            _ => t.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or(""),
+        };
+        effect_ok && key_ok && value_ok
+    })
+}
+
+/// Why nodes were rejected (for the Unschedulable message).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Rejections {
+    /// Reason → node count.
+    pub reasons: BTreeMap<&'static str, usize>,
+    /// Nodes considered.
+    pub total: usize,
+}
+
+impl Rejections {
+    /// `0/N nodes are available: ...` as the real scheduler words it.
+    pub fn message(&self) -> String {
+        let parts: Vec<String> = self.reasons.iter().map(|(r, n)| format!("{n} {r}")).collect();
+        if parts.is_empty() {
+            format!("0/{} nodes are available.", self.total)
+        } else {
+            format!("0/{} nodes are available: {}.", self.total, parts.join(", "))
+        }
+    }
+}
+
+/// Whether this scheduler should bind `pod`.
+pub fn wants_scheduling(pod: &Pod) -> bool {
+    let Some(spec) = pod.spec.as_ref() else {
+        return false;
+    };
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    spec.node_name.as_deref().unwrap_or("").is_empty()
+        && spec.scheduler_name.as_deref().unwrap_or(SCHEDULER_NAME) == SCHEDULER_NAME
+        && pod.metadata.deletion_timestamp.is_none()
+        && !matches!(phase, Some("Succeeded") | Some("Failed"))
+}
+
+/// Picks a node for `pod`: Ready, schedulable, matching `nodeSelector`, taints tolerated, below
+/// its pod capacity; fewest pods first, then by name.
+pub fn choose_node(
+    pod: &Pod,
+    nodes: &[Arc<Node>],
+    pod_counts: &HashMap<String, usize>,
+) -> Result<String, Rejections> {
+    let spec = pod.spec.clone().unwrap_or_default();
+    let selector = spec.node_selector.unwrap_or_default();
+    let tolerations = spec.tolerations.unwrap_or_default();
+    let mut rej = Rejections {
+        total: nodes.len(),
+        ..Default::default()
+    };
+    let mut best: Option<(usize, String)> = None;
+    for node in nodes {
+        let name = node.name_any();
+        let labels = node.labels();
+        let reason = if !node_ready(node) {
+            Some("node(s) were not ready")
+        } else if node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false)
+            && !tolerates(
+                &tolerations,
+                &Taint {
+                    key: "node.kubernetes.io/unschedulable".into(),
+                    effect: "NoSchedule".into(),
+                    ..Default::default()
+                },
+            )
+        {
+            Some("node(s) were unschedulable")
+        } else if !selector.iter().all(|(k, v)| labels.get(k) == Some(v)) {
+            Some("node(s) didn't match Pod's node affinity/selector")
+        } else if node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .into_iter()
+            .flatten()
+            .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+            .any(|t| !tolerates(&tolerations, t))
+        {
+            Some("node(s) had untolerated taint(s)")
+        } else {
+            let cap = node
+                .status
+                .as_ref()
+                .and_then(|s| s.allocatable.as_ref())
+                .and_then(|a| a.get("pods"))
+                .and_then(|q| q.0.parse::<usize>().ok())
+                .unwrap_or(110);
+            let count = pod_counts.get(&name).copied().unwrap_or(0);
+            if count >= cap {
+                Some("Too many pods")
+            } else {
+                if best.as_ref().is_none_or(|(c, n)| (count, &name) < (*c, n)) {
+                    best = Some((count, name));
+                }
+                None
+            }
+        };
+        if let Some(r) = reason {
+            *rej.reasons.entry(r).or_default() += 1;
+        }
+    }
+    best.map(|(_, n)| n).ok_or(rej)
+}
+
+fn unschedulable_message(pod: &Pod) -> Option<String> {
+    pod.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+        .and_then(|c| c.message.clone())
+}
+
+/// Runs the scheduler forever.
+pub async fn run(client: Client) -> Result<(), Error> {
+    let notify = Arc::new(Notify::new());
+    let (pods, h1) = spawn_reflector(
+        Api::<Pod>::all(client.clone()),
+        watcher::Config::default(),
+        notify.clone(),
+    );
+    let (nodes, h2) = spawn_reflector(
+        Api::<Node>::all(client.clone()),
+        watcher::Config::default(),
+        notify.clone(),
+    );
+    let _guard = AbortOnDrop(vec![h1, h2]);
+    pods.wait_until_ready()
+        .await
+        .map_err(|_| Error::CacheSync("pods"))?;
+    nodes
+        .wait_until_ready()
+        .await
+        .map_err(|_| Error::CacheSync("nodes"))?;
+    let recorder = Recorder::new(client.clone(), "default-scheduler", None);
+    // Bindings we made that the cache may not show yet: pod uid → node.
+    let mut bound: HashMap<String, String> = HashMap::new();
+    info!("scheduler running");
+    loop {
+        let all_pods = pods.state();
+        let all_nodes = nodes.state();
+        let mut counts: HashMap<String, usize> = HashMap::new();
+        for p in &all_pods {
+            let uid = p.uid().unwrap_or_default();
+            let node = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .filter(|n| !n.is_empty())
+                .or_else(|| bound.get(&uid).cloned());
+            let terminal = matches!(
+                p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                Some("Succeeded") | Some("Failed")
+            );
+            if let Some(n) = node.filter(|_| !terminal) {
+                *counts.entry(n).or_default() += 1;
+            }
+        }
+        // Forget bindings the cache now reflects (or whose pods are gone).
+        bound.retain(|uid, _| {
+            all_pods
+                .iter()
+                .any(|p| p.uid().as_deref() == Some(uid.as_str()) && wants_scheduling(p))
+        });
+        let mut retry = false;
+        for pod in all_pods.iter().filter(|p| wants_scheduling(p)) {
+            let uid = pod.uid().unwrap_or_default();
+            if bound.contains_key(&uid) {
+                continue;
+            }
+            match choose_node(pod, &all_nodes, &counts) {
+                Ok(node) => match bind(&client, pod, &node).await {
+                    Ok(()) => {
+                        info!(pod = %pod.name_any(), namespace = ?pod.namespace(), node = %node, "pod scheduled");
+                        *counts.entry(node.clone()).or_default() += 1;
+                        let msg = format!(
+                            "Successfully assigned {}/{} to {}",
+                            pod.namespace().unwrap_or_default(),
+                            pod.name_any(),
+                            node
+                        );
+                        bound.insert(uid, node);
+                        recorder
+                            .record(reference(pod.as_ref()), EventType::Normal, "Scheduled", &msg)
+                            .await;
+                    }
+                    Err(e) => {
+                        warn!(pod = %pod.name_any(), error = %e, "binding failed");
+                        retry = true;
+                    }
+                },
+                Err(rej) => {
+                    let msg = rej.message();
+                    if unschedulable_message(pod).as_deref() != Some(msg.as_str()) {
+                        info!(pod = %pod.name_any(), namespace = ?pod.namespace(), reason = %msg, "pod unschedulable");
+                        mark_unschedulable(&client, pod, &msg).await;
+                        recorder
+                            .record(
+                                reference(pod.as_ref()),
+                                EventType::Warning,
+                                "FailedScheduling",
+                                &msg,
+                            )
+                            .await;
+                    }
+                }
+            }
+        }
+        if retry {
+            tokio::select! {
+                _ = notify.notified() => {}
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+        } else {
+            notify.notified().await;
+        }
+        // Coalesce bursts of changes.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn bind(client: &Client, pod: &Pod, node: &str) -> Result<(), kube::Error> {
+    let ns = pod.namespace().unwrap_or_default();
+    let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let binding = json!({
+        "apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": pod.name_any(), "namespace": ns, "uid": pod.uid()},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    });
+    match api
+        .create_subresource::<_, serde_json::Value>(
+            "binding",
+            &pod.name_any(),
+            &PostParams::default(),
+            &binding,
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        // Already bound or gone: nothing to do.
+        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+async fn mark_unschedulable(client: &Client, pod: &Pod, msg: &str) {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &pod.namespace().unwrap_or_default());
+    let body = json!({"status": {"phase": "Pending", "conditions": [{
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg,
+        "lastTransitionTime": crate::k8s_now(), "lastProbeTime": null,
+    }]}});
+    if let Err(e) = api
+        .patch_status(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&body))
+        .await
+    {
+        warn!(pod = %pod.name_any(), error = %e, "cannot mark pod unschedulable");
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, ready: bool, labels: serde_json::Value, extra_spec: serde_json::Value) -> Arc<Node> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "labels": labels},
+                "spec": extra_spec,
+                "status": {"conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}],
+                           "allocatable": {"pods": "2"}}
+            }))
+            .unwrap(),
+        )
+    }
+
+    fn pod(spec_extra: serde_json::Value) -> Pod {
+        let mut spec = json!({"containers": [{"name": "c"}]});
+        for (k, v) in spec_extra.as_object().unwrap() {
+            spec[k] = v.clone();
+        }
+        serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "d"}, "spec": spec})).unwrap()
+    }
+
+    #[test]
+    fn picks_ready_matching_node_with_fewest_pods() {
+        let nodes = vec![
+            node("a", true, json!({"zone": "x"}), json!({})),
+            node("b", true, json!({"zone": "x"}), json!({})),
+            node("c", false, json!({"zone": "x"}), json!({})),
+            node("d", true, json!({"zone": "y"}), json!({})),
+            node("e", true, json!({"zone": "x"}), json!({"unschedulable": true})),
+            node(
+                "f",
+                true,
+                json!({"zone": "x"}),
+                json!({"taints": [{"key": "k", "effect": "NoSchedule"}]}),
+            ),
+        ];
+        let counts = HashMap::from([("a".to_string(), 1usize)]);
+        let p = pod(json!({"nodeSelector": {"zone": "x"}}));
+        assert_eq!(choose_node(&p, &nodes, &counts).unwrap(), "b");
+        let counts = HashMap::from([("a".to_string(), 1usize), ("b".to_string(), 2)]);
+        assert_eq!(choose_node(&p, &nodes, &counts).unwrap(), "a");
+        let p =
+            pod(json!({"nodeSelector": {"zone": "x"}, "tolerations": [{"key": "k", "operator": "Exists"}]}));
+        let counts = HashMap::from([("a".to_string(), 2usize), ("b".to_string(), 2)]);
+        assert_eq!(choose_node(&p, &nodes, &counts).unwrap(), "f");
+    }
+
+    #[test]
+    fn explains_unschedulable() {
+        let nodes = vec![
+            node("a", false, json!({}), json!({})),
+            node("b", true, json!({}), json!({})),
+        ];
+        let p = pod(json!({"nodeSelector": {"zone": "z"}}));
+        let rej = choose_node(&p, &nodes, &HashMap::new()).unwrap_err();
+        assert_eq!(
+            rej.message(),
+            "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) were not ready."
+        );
+        assert_eq!(
+            choose_node(&p, &[], &HashMap::new()).unwrap_err().message(),
+            "0/0 nodes are available."
+        );
+    }
+
+    #[test]
+    fn only_unbound_default_scheduler_pods() {
+        assert!(wants_scheduling(&pod(json!({}))));
+        assert!(!wants_scheduling(&pod(json!({"nodeName": "a"}))));
+        assert!(!wants_scheduling(&pod(json!({"schedulerName": "other"}))));
+        assert!(wants_scheduling(&pod(
+            json!({"schedulerName": "default-scheduler"})
+        )));
+    }
+}

@@ -1,0 +1,194 @@
+//! Named network namespaces under /var/run/netns (created like a CRI runtime does, with
+//! `ip netns`) and binding sockets inside a namespace from a short-lived dedicated OS thread.
+
+use std::{
+    net::{Ipv4Addr, SocketAddr, TcpListener, UdpSocket},
+    path::{Path, PathBuf},
+};
+
+use nix::sched::CloneFlags;
+
+/// Where named namespaces live.
+pub const NETNS_DIR: &str = "/var/run/netns";
+
+/// Errors of namespace operations.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `ip` could not be run.
+    #[error("cannot run `ip {args}`")]
+    RunIp {
+        /// Arguments.
+        args: String,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `ip` failed.
+    #[error("`ip {args}` failed: {stderr}")]
+    IpFailed {
+        /// Arguments.
+        args: String,
+        /// Its stderr.
+        stderr: String,
+    },
+    /// The namespace file could not be opened.
+    #[error("cannot open netns {path}")]
+    Open {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// setns failed.
+    #[error("cannot enter netns {path}")]
+    Enter {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: nix::Error,
+    },
+    /// Binding a socket inside the namespace failed.
+    #[error("cannot bind {proto} port {port} in netns {path}")]
+    Bind {
+        /// Path.
+        path: PathBuf,
+        /// tcp/udp.
+        proto: &'static str,
+        /// Port.
+        port: u16,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The helper thread died.
+    #[error("netns helper thread panicked")]
+    Thread,
+}
+
+/// Path of the named namespace.
+pub fn path(name: &str) -> PathBuf {
+    Path::new(NETNS_DIR).join(name)
+}
+
+/// Whether the named namespace exists.
+pub fn exists(name: &str) -> bool {
+    path(name).exists()
+}
+
+async fn ip(args: &[&str]) -> Result<(), Error> {
+    let joined = args.join(" ");
+    let out = tokio::process::Command::new("ip")
+        .args(args)
+        .output()
+        .await
+        .map_err(|source| Error::RunIp {
+            args: joined.clone(),
+            source,
+        })?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(Error::IpFailed {
+            args: joined,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    }
+}
+
+/// Creates the named namespace and brings `lo` up inside it.
+pub async fn create(name: &str) -> Result<(), Error> {
+    ip(&["netns", "add", name]).await?;
+    if let Err(e) = ip(&["-n", name, "link", "set", "lo", "up"]).await {
+        let _ = delete(name).await;
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// Deletes the named namespace; a missing one is not an error.
+pub async fn delete(name: &str) -> Result<(), Error> {
+    if !exists(name) {
+        return Ok(());
+    }
+    ip(&["netns", "delete", name]).await
+}
+
+/// Sockets bound inside a namespace.
+#[derive(Debug)]
+pub struct BoundSockets {
+    /// TCP listeners (non-blocking), in the order of the requested ports.
+    pub tcp: Vec<(u16, TcpListener)>,
+    /// UDP sockets (non-blocking).
+    pub udp: Vec<(u16, UdpSocket)>,
+}
+
+/// Binds TCP listeners and UDP sockets on 0.0.0.0 (or `ip`) inside the namespace at `ns_path`,
+/// from a dedicated thread that enters it (never a runtime worker thread). The sockets stay in
+/// that namespace for their whole life.
+pub fn bind_in(
+    ns_path: &Path,
+    ip: Ipv4Addr,
+    tcp_ports: &[u16],
+    udp_ports: &[u16],
+) -> Result<BoundSockets, Error> {
+    let ns_path = ns_path.to_path_buf();
+    let tcp_ports = tcp_ports.to_vec();
+    let udp_ports = udp_ports.to_vec();
+    std::thread::spawn(move || -> Result<BoundSockets, Error> {
+        let file = std::fs::File::open(&ns_path).map_err(|source| Error::Open {
+            path: ns_path.clone(),
+            source,
+        })?;
+        nix::sched::setns(&file, CloneFlags::CLONE_NEWNET).map_err(|source| Error::Enter {
+            path: ns_path.clone(),
+            source,
+        })?;
+        let bind_err = |proto, port| {
+            let path = ns_path.clone();
+            move |source| Error::Bind {
+                path,
+                proto,
+                port,
+                source,
+            }
+        };
+        let mut out = BoundSockets {
+            tcp: Vec::new(),
+            udp: Vec::new(),
+        };
+        for port in tcp_ports {
+            let l = TcpListener::bind(SocketAddr::from((ip, port))).map_err(bind_err("tcp", port))?;
+            l.set_nonblocking(true).map_err(bind_err("tcp", port))?;
+            out.tcp.push((port, l));
+        }
+        for port in udp_ports {
+            let s = UdpSocket::bind(SocketAddr::from((ip, port))).map_err(bind_err("udp", port))?;
+            s.set_nonblocking(true).map_err(bind_err("udp", port))?;
+            out.udp.push((port, s));
+        }
+        Ok(out)
+    })
+    .join()
+    .map_err(|_| Error::Thread)?
+}
+
+/// Runs `f` on a dedicated thread inside the namespace at `ns_path` (for tests and tools that
+/// must connect from inside a pod).
+pub fn run_in<T: Send + 'static>(ns_path: &Path, f: impl FnOnce() -> T + Send + 'static) -> Result<T, Error> {
+    let ns_path = ns_path.to_path_buf();
+    std::thread::spawn(move || -> Result<T, Error> {
+        let file = std::fs::File::open(&ns_path).map_err(|source| Error::Open {
+            path: ns_path.clone(),
+            source,
+        })?;
+        nix::sched::setns(&file, CloneFlags::CLONE_NEWNET).map_err(|source| Error::Enter {
+            path: ns_path.clone(),
+            source,
+        })?;
+        Ok(f())
+    })
+    .join()
+    .map_err(|_| Error::Thread)?
+}

@@ -1,0 +1,252 @@
+//! The node's persistent state (its sandboxes) and the CNI result cache, as JSON files written
+//! atomically (temp file + rename) under the node's state dir.
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::cni::NetworkConfigList;
+
+/// Errors of state persistence.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Writing a file failed.
+    #[error("cannot write {path}")]
+    Write {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Reading a file failed.
+    #[error("cannot read {path}")]
+    Read {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file is not valid JSON of the expected shape.
+    #[error("cannot parse {path}")]
+    Parse {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// One pod sandbox this node created.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxRecord {
+    /// Pod UID.
+    pub pod_uid: String,
+    /// Pod namespace.
+    pub namespace: String,
+    /// Pod name.
+    pub name: String,
+    /// 64-hex sandbox id (`CNI_CONTAINERID`).
+    pub sandbox_id: String,
+    /// Name of the netns under /var/run/netns.
+    pub netns: String,
+    /// Interface name given to the plugins.
+    pub ifname: String,
+    /// Network name of the successful ADD, once done.
+    #[serde(default)]
+    pub network: Option<String>,
+    /// Pod IPs from the ADD result.
+    #[serde(default)]
+    pub pod_ips: Vec<String>,
+    /// 64-hex id of the emulated container.
+    pub container_id: String,
+    /// RFC 3339 time the sandbox was created.
+    pub created: String,
+    /// RFC 3339 time the container started (ADD done and responders up).
+    #[serde(default)]
+    pub started: Option<String>,
+}
+
+/// Everything the node remembers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    /// Sandboxes by sandbox id.
+    #[serde(default)]
+    pub sandboxes: BTreeMap<String, SandboxRecord>,
+}
+
+/// A cached CNI ADD (like libcni's result cache): what DEL and CHECK need later.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CachedResult {
+    /// Always `cniCacheV1`.
+    pub kind: String,
+    /// Sandbox id.
+    pub container_id: String,
+    /// Interface name.
+    pub if_name: String,
+    /// Network name.
+    pub network_name: String,
+    /// The network config used for ADD.
+    pub config: NetworkConfigList,
+    /// `CNI_ARGS` used for ADD.
+    pub cni_args: String,
+    /// Capability args used for ADD (`runtimeConfig` sources).
+    #[serde(default)]
+    pub capability_args: serde_json::Map<String, Value>,
+    /// Final result of ADD (absent when ADD failed half-way).
+    #[serde(default)]
+    pub result: Option<Value>,
+}
+
+/// The state dir.
+#[derive(Debug, Clone)]
+pub struct Store {
+    dir: PathBuf,
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    let err = |source| Error::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(err)?;
+    }
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    std::fs::write(&tmp, bytes).map_err(err)?;
+    std::fs::rename(&tmp, path).map_err(err)
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, Error> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|source| Error::Parse {
+                path: path.to_path_buf(),
+                source,
+            }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(Error::Read {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+impl Store {
+    /// A store rooted at `dir` (created on first write).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    /// The root dir.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn state_path(&self) -> PathBuf {
+        self.dir.join("state.json")
+    }
+
+    fn result_path(&self, network: &str, container_id: &str, ifname: &str) -> PathBuf {
+        self.dir
+            .join("results")
+            .join(format!("{network}-{container_id}-{ifname}"))
+    }
+
+    /// Loads the state (empty when there is none yet).
+    pub fn load(&self) -> Result<State, Error> {
+        Ok(read_json(&self.state_path())?.unwrap_or_default())
+    }
+
+    /// Saves the state atomically.
+    pub fn save(&self, state: &State) -> Result<(), Error> {
+        let bytes = serde_json::to_vec_pretty(state).unwrap_or_default();
+        write_atomic(&self.state_path(), &bytes)
+    }
+
+    /// Writes a cached result.
+    pub fn save_result(&self, entry: &CachedResult) -> Result<(), Error> {
+        let bytes = serde_json::to_vec_pretty(entry).unwrap_or_default();
+        write_atomic(
+            &self.result_path(&entry.network_name, &entry.container_id, &entry.if_name),
+            &bytes,
+        )
+    }
+
+    /// Reads a cached result.
+    pub fn load_result(
+        &self,
+        network: &str,
+        container_id: &str,
+        ifname: &str,
+    ) -> Result<Option<CachedResult>, Error> {
+        read_json(&self.result_path(network, container_id, ifname))
+    }
+
+    /// Removes a cached result (missing is fine).
+    pub fn remove_result(&self, network: &str, container_id: &str, ifname: &str) {
+        let _ = std::fs::remove_file(self.result_path(network, container_id, ifname));
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_and_results_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path().join("n1"));
+        assert_eq!(store.load().unwrap(), State::default());
+        let mut st = State::default();
+        st.sandboxes.insert(
+            "abc".into(),
+            SandboxRecord {
+                pod_uid: "u".into(),
+                namespace: "ns".into(),
+                name: "p".into(),
+                sandbox_id: "abc".into(),
+                netns: "cni-1".into(),
+                ifname: "eth0".into(),
+                network: Some("net".into()),
+                pod_ips: vec!["10.0.0.1".into()],
+                container_id: "def".into(),
+                created: "2026-01-01T00:00:00Z".into(),
+                started: None,
+            },
+        );
+        store.save(&st).unwrap();
+        assert_eq!(store.load().unwrap(), st);
+        let entry = CachedResult {
+            kind: "cniCacheV1".into(),
+            container_id: "abc".into(),
+            if_name: "eth0".into(),
+            network_name: "net".into(),
+            config: NetworkConfigList {
+                name: "net".into(),
+                cni_version: "1.0.0".into(),
+                plugins: vec![],
+                source: PathBuf::new(),
+            },
+            cni_args: "IgnoreUnknown=1".into(),
+            capability_args: serde_json::Map::new(),
+            result: Some(serde_json::json!({"cniVersion":"1.0.0"})),
+        };
+        store.save_result(&entry).unwrap();
+        assert_eq!(store.load_result("net", "abc", "eth0").unwrap(), Some(entry));
+        store.remove_result("net", "abc", "eth0");
+        assert_eq!(store.load_result("net", "abc", "eth0").unwrap(), None);
+        std::fs::write(store.dir().join("state.json"), b"{garbage").unwrap();
+        assert!(store.load().is_err());
+    }
+}
