@@ -310,7 +310,7 @@ def cleanup(conn, quiet=False):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--topology-env", default=os.path.expanduser("~/topology.env"))
+    ap.add_argument("--topology-env", default=os.path.join(os.environ.get("KURYR_SANDBOX_HOME", "/var/lib/kuryr-sandbox"), "topology.env"))
     ap.add_argument("--cleanup", action="store_true", help="only remove leftovers of a previous check")
     args = ap.parse_args()
     if not os.path.exists(args.topology_env):

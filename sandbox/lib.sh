@@ -13,10 +13,10 @@ SBX_RUN=$SBX_HOME/run
 SBX_ETC=$SBX_HOME/etc
 SBX_DATA=$SBX_HOME/data
 SBX_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-SBX_TAG=kuryr-sandbox
 
-# Outputs for developers and tests (stable paths).
-SBX_OUT_DIR=${HOME:-/root}
+# Outputs for developers and tests (stable paths, under the state root so that nothing is
+# written into a user's home directory).
+SBX_OUT_DIR=$SBX_HOME
 SBX_CLOUDS_YAML=$SBX_OUT_DIR/clouds.yaml
 SBX_KURYR_CONF=$SBX_OUT_DIR/kuryr.conf
 SBX_TOPOLOGY_ENV=$SBX_OUT_DIR/topology.env

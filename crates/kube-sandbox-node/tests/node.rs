@@ -137,7 +137,13 @@ async fn pod_lifecycle_through_scheduler_cni_and_endpoints() -> Result<()> {
         .await?;
     let lspec = lease.spec.unwrap();
     assert_eq!(lspec.holder_identity.as_deref(), Some("node-a"));
-    assert!(lspec.renew_time.is_some());
+    let first_renew = lspec.renew_time.unwrap().0;
+    let leases: Api<Lease> = Api::namespaced(w.client.clone(), "kube-node-lease");
+    wait_for("lease renewed", Duration::from_secs(5), || async {
+        let l = leases.get("node-a").await.ok()?;
+        (l.spec?.renew_time?.0 > first_renew).then_some(())
+    })
+    .await?;
 
     // Host-network pods run without CNI, with the node's IP.
     let mut hn = web_pod("hostnet", None);

@@ -10,7 +10,11 @@ use kube_sandbox_node::{controllers, node};
 use tracing::{info, warn};
 
 #[derive(Parser)]
-#[command(name = "kube-sandbox", version, about = "Emulated Kubernetes control plane and nodes for kuryr-rs tests")]
+#[command(
+    name = "kube-sandbox",
+    version,
+    about = "Emulated Kubernetes control plane and nodes for kuryr-rs tests"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -191,7 +191,15 @@ fn create_and_get_pods_with_selectors_and_wide() {
     assert_eq!(r[3], "0", "{out}");
     let wide = sb.kubectl_ok(&["get", "pods", "-o", "wide"]);
     let header = wide.lines().next().unwrap_or("");
-    for col in ["NAME", "READY", "STATUS", "IP", "NODE", "NOMINATED NODE", "READINESS GATES"] {
+    for col in [
+        "NAME",
+        "READY",
+        "STATUS",
+        "IP",
+        "NODE",
+        "NOMINATED NODE",
+        "READINESS GATES",
+    ] {
         assert!(header.contains(col), "missing {col} in {wide}");
     }
     let out = sb.kubectl_ok(&["get", "pods", "-l", "app=web,tier in (frontend,backend)"]);
@@ -202,7 +210,14 @@ fn create_and_get_pods_with_selectors_and_wide() {
         String::from_utf8_lossy(&out.stderr).contains("No resources found in default namespace."),
         "{out:?}"
     );
-    let out = sb.kubectl_ok(&["get", "pods", "--field-selector", "metadata.name=web", "-o", "name"]);
+    let out = sb.kubectl_ok(&[
+        "get",
+        "pods",
+        "--field-selector",
+        "metadata.name=web",
+        "-o",
+        "name",
+    ]);
     assert_eq!(out.trim(), "pod/web");
     let pod = json(&sb.kubectl_ok(&["get", "pod", "web", "-o", "json"]));
     assert_eq!(pod["kind"], "Pod");
@@ -240,7 +255,10 @@ fn create_service_and_configmap() {
     );
     let r = row(&t, "web");
     assert_eq!(r[1], "ClusterIP");
-    assert!(r[2].starts_with("10.96."), "cluster IP from the service CIDR: {out}");
+    assert!(
+        r[2].starts_with("10.96."),
+        "cluster IP from the service CIDR: {out}"
+    );
     assert_eq!(r[3], "<none>");
     assert_eq!(r[4], "80/TCP");
     let svc = json(&sb.kubectl_ok(&["get", "svc", "web", "-o", "json"]));
@@ -271,7 +289,15 @@ fn imperative_create_commands() {
         sb.kubectl_ok(&["get", "cm", "lit", "-n", "team-a", "-o", "jsonpath={.data.k}"]),
         "v"
     );
-    let out = sb.kubectl_ok(&["create", "secret", "generic", "s", "-n", "team-a", "--from-literal=p=q"]);
+    let out = sb.kubectl_ok(&[
+        "create",
+        "secret",
+        "generic",
+        "s",
+        "-n",
+        "team-a",
+        "--from-literal=p=q",
+    ]);
     assert_eq!(out.trim(), "secret/s created");
     assert_eq!(
         sb.kubectl_ok(&["get", "secret", "s", "-n", "team-a", "-o", "jsonpath={.data.p}"]),
@@ -311,7 +337,10 @@ fn watch_prints_new_objects() {
     });
     // Let the watch start, then create an object.
     std::thread::sleep(Duration::from_millis(1500));
-    let f = sb.write("watched.yaml", &CONFIGMAP.replace("name: settings", "name: watched"));
+    let f = sb.write(
+        "watched.yaml",
+        &CONFIGMAP.replace("name: settings", "name: watched"),
+    );
     sb.kubectl_ok(&["create", "-f", f.to_str().expect("path")]);
     let mut seen = Vec::new();
     let got = loop {
@@ -356,20 +385,18 @@ fn server_side_apply_twice_and_conflicts() {
     assert_eq!(out.trim(), "configmap/settings serverside-applied");
     let v2 = sb.write(
         "cm2.yaml",
-        &CONFIGMAP.replace("a: \"1\"", "a: \"10\"").replace("  b: \"2\"\n", ""),
+        &CONFIGMAP
+            .replace("a: \"1\"", "a: \"10\"")
+            .replace("  b: \"2\"\n", ""),
     );
     let out = sb.kubectl_ok(&["apply", "--server-side", "-f", v2.to_str().expect("path")]);
     assert_eq!(out.trim(), "configmap/settings serverside-applied");
-    let cm = json(&sb.kubectl_ok(&[
-        "get",
-        "cm",
-        "settings",
-        "-o",
-        "json",
-        "--show-managed-fields",
-    ]));
+    let cm = json(&sb.kubectl_ok(&["get", "cm", "settings", "-o", "json", "--show-managed-fields"]));
     assert_eq!(cm["data"]["a"], "10");
-    assert!(cm["data"].get("b").is_none(), "b dropped by the second apply: {cm}");
+    assert!(
+        cm["data"].get("b").is_none(),
+        "b dropped by the second apply: {cm}"
+    );
     let mf = cm["metadata"]["managedFields"].as_array().expect("managedFields");
     let kubectl_entry = mf
         .iter()
@@ -408,7 +435,12 @@ fn server_side_apply_twice_and_conflicts() {
 #[test]
 fn label_annotate_and_delete() {
     let sb = Sandbox::start();
-    let f = sb.write("c1.yaml", &CONFIGMAP.replace("name: settings", "name: c1").replace("  labels:\n    app: web\n", ""));
+    let f = sb.write(
+        "c1.yaml",
+        &CONFIGMAP
+            .replace("name: settings", "name: c1")
+            .replace("  labels:\n    app: web\n", ""),
+    );
     sb.kubectl_ok(&["create", "-f", f.to_str().expect("path")]);
     assert_eq!(
         sb.kubectl_ok(&["label", "configmap", "c1", "env=prod"]).trim(),
@@ -427,7 +459,8 @@ fn label_annotate_and_delete() {
     let labels = sb.kubectl_ok(&["get", "cm", "c1", "-o", "jsonpath={.metadata.labels}"]);
     assert!(!labels.contains("env"), "{labels}");
     assert_eq!(
-        sb.kubectl_ok(&["annotate", "configmap", "c1", "owner=kuryr"]).trim(),
+        sb.kubectl_ok(&["annotate", "configmap", "c1", "owner=kuryr"])
+            .trim(),
         "configmap/c1 annotated"
     );
     assert_eq!(
@@ -449,10 +482,7 @@ fn label_annotate_and_delete() {
     assert!(!out.status.success());
 
     // An object held by a finalizer: delete --wait=false marks it, removing the finalizer frees it.
-    let held = CONFIGMAP.replace(
-        "  labels:\n",
-        "  finalizers:\n  - example.com/hold\n  labels:\n",
-    );
+    let held = CONFIGMAP.replace("  labels:\n", "  finalizers:\n  - example.com/hold\n  labels:\n");
     let f = sb.write("held.yaml", &held);
     sb.kubectl_ok(&["create", "-f", f.to_str().expect("path")]);
     sb.kubectl_ok(&["delete", "cm", "settings", "--wait=false"]);
@@ -466,9 +496,11 @@ fn label_annotate_and_delete() {
         "-p",
         r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
     ]);
-    eventually(Duration::from_secs(10), "finalized configmap to disappear", || {
-        (!sb.kubectl(&["get", "cm", "settings"]).status.success()).then_some(())
-    });
+    eventually(
+        Duration::from_secs(10),
+        "finalized configmap to disappear",
+        || (!sb.kubectl(&["get", "cm", "settings"]).status.success()).then_some(()),
+    );
 }
 
 /// Creates the KuryrPort CRD and waits until it is established.
@@ -494,7 +526,13 @@ fn crd_plural_short_name_printer_columns_and_status() {
     let f = sb.write("kp.yaml", KP);
     let out = sb.kubectl_ok(&["create", "-f", f.to_str().expect("path")]);
     assert_eq!(out.trim(), "kuryrport.openstack.org/web created");
-    for what in ["kuryrports", "kp", "kuryrport", "kuryrports.openstack.org", "KuryrPort"] {
+    for what in [
+        "kuryrports",
+        "kp",
+        "kuryrport",
+        "kuryrports.openstack.org",
+        "KuryrPort",
+    ] {
         let out = sb.kubectl_ok(&["get", what]);
         let t = rows(&out);
         assert_eq!(t[0], ["NAME", "PODUID", "NODE", "AGE"], "get {what}: {out}");
@@ -505,7 +543,10 @@ fn crd_plural_short_name_printer_columns_and_status() {
     let kp = json(&sb.kubectl_ok(&["get", "kp", "web", "-o", "json"]));
     assert_eq!(kp["apiVersion"], "openstack.org/v1");
     assert_eq!(kp["kind"], "KuryrPort");
-    assert_eq!(kp["metadata"]["finalizers"][0], "kuryr.openstack.org/kuryrport-finalizer");
+    assert_eq!(
+        kp["metadata"]["finalizers"][0],
+        "kuryr.openstack.org/kuryrport-finalizer"
+    );
     assert_eq!(kp["metadata"]["generation"], 1);
 
     // Status goes through the subresource; the main resource ignores status changes.
@@ -520,7 +561,10 @@ fn crd_plural_short_name_printer_columns_and_status() {
     ]);
     let kp = json(&sb.kubectl_ok(&["get", "kp", "web", "-o", "json"]));
     assert_eq!(kp["status"]["vifs"]["eth0"]["default"], true, "{kp}");
-    assert_eq!(kp["metadata"]["generation"], 1, "status writes do not bump generation");
+    assert_eq!(
+        kp["metadata"]["generation"], 1,
+        "status writes do not bump generation"
+    );
     sb.kubectl_ok(&[
         "patch",
         "kp",
@@ -532,7 +576,10 @@ fn crd_plural_short_name_printer_columns_and_status() {
     let kp = json(&sb.kubectl_ok(&["get", "kp", "web", "-o", "json"]));
     assert_eq!(kp["spec"]["podNodeName"], "node-2");
     assert_eq!(kp["metadata"]["generation"], 2, "spec change bumps generation");
-    assert_eq!(kp["status"]["vifs"]["eth0"]["default"], true, "main resource ignores status");
+    assert_eq!(
+        kp["status"]["vifs"]["eth0"]["default"], true,
+        "main resource ignores status"
+    );
 
     // Deleting with a finalizer leaves it Terminating until the finalizer goes.
     sb.kubectl_ok(&["delete", "kp", "web", "--wait=false"]);
@@ -592,10 +639,501 @@ fn api_discovery_lists_builtins_and_crds() {
     assert_eq!(kp[2], "openstack.org/v1", "{out}");
     assert_eq!(kp[3], "true", "{out}");
     assert_eq!(kp[4], "KuryrPort", "{out}");
-    for r in ["pods", "services", "namespaces", "configmaps", "leases", "endpointslices"] {
-        assert!(t.iter().any(|row| row[0] == r), "{r} missing from api-resources:\n{out}");
+    for r in [
+        "pods",
+        "services",
+        "namespaces",
+        "configmaps",
+        "leases",
+        "endpointslices",
+    ] {
+        assert!(
+            t.iter().any(|row| row[0] == r),
+            "{r} missing from api-resources:\n{out}"
+        );
     }
     let out = sb.kubectl_ok(&["version", "-o", "json"]);
     let v = json(&out);
     assert!(v["serverVersion"]["gitVersion"].is_string(), "{v}");
+}
+
+#[test]
+fn client_side_apply_three_way_merge() {
+    let sb = Sandbox::start();
+    let f = sb.write("cm.yaml", CONFIGMAP);
+    let out = sb.kubectl_ok(&["apply", "-f", f.to_str().expect("path")]);
+    assert_eq!(out.trim(), "configmap/settings created");
+    let cm = json(&sb.kubectl_ok(&["get", "cm", "settings", "-o", "json"]));
+    let last = cm["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no last-applied annotation: {cm}"));
+    assert!(last.contains(r#""name":"settings""#), "{last}");
+    let out = sb.kubectl_ok(&["apply", "-f", f.to_str().expect("path")]);
+    assert_eq!(out.trim(), "configmap/settings unchanged");
+    // A field set by someone else survives; a field dropped from the file is removed.
+    sb.kubectl_ok(&["label", "cm", "settings", "extra=kept"]);
+    let f2 = sb.write("cm2.yaml", &CONFIGMAP.replace("  b: \"2\"\n", "  c: \"3\"\n"));
+    let out = sb.kubectl_ok(&["apply", "-f", f2.to_str().expect("path")]);
+    assert_eq!(out.trim(), "configmap/settings configured");
+    let cm = json(&sb.kubectl_ok(&["get", "cm", "settings", "-o", "json"]));
+    assert_eq!(cm["data"], serde_json::json!({"a": "1", "c": "3"}), "{cm}");
+    assert_eq!(cm["metadata"]["labels"]["extra"], "kept", "{cm}");
+
+    // Services go through strategic merge patch (ports merge by port).
+    let svc = sb.write("svc.yaml", SERVICE);
+    assert_eq!(
+        sb.kubectl_ok(&["apply", "-f", svc.to_str().expect("path")])
+            .trim(),
+        "service/web created"
+    );
+    let cluster_ip = sb.kubectl_ok(&["get", "svc", "web", "-o", "jsonpath={.spec.clusterIP}"]);
+    let svc2 = sb.write(
+        "svc2.yaml",
+        &SERVICE.replace("targetPort: 80", "targetPort: 8080"),
+    );
+    assert_eq!(
+        sb.kubectl_ok(&["apply", "-f", svc2.to_str().expect("path")])
+            .trim(),
+        "service/web configured"
+    );
+    let s = json(&sb.kubectl_ok(&["get", "svc", "web", "-o", "json"]));
+    assert_eq!(s["spec"]["ports"][0]["targetPort"], 8080, "{s}");
+    assert_eq!(s["spec"]["ports"].as_array().map(Vec::len), Some(1), "{s}");
+    assert_eq!(s["spec"]["clusterIP"], cluster_ip.as_str(), "clusterIP kept");
+    // delete -f
+    let out = sb.kubectl_ok(&["delete", "-f", svc2.to_str().expect("path")]);
+    assert!(out.trim().starts_with(r#"service "web" deleted"#), "{out}");
+}
+
+#[test]
+fn strategic_patch_replace_and_wait_for_delete() {
+    let sb = Sandbox::start();
+    let f = sb.write("pod.yaml", POD);
+    sb.kubectl_ok(&["create", "-f", f.to_str().expect("path")]);
+    let out = sb.kubectl_ok(&[
+        "patch",
+        "pod",
+        "web",
+        "-p",
+        r#"{"metadata":{"labels":{"patched":"yes"}},"spec":{"containers":[{"name":"nginx","image":"nginx:1.28"}]}}"#,
+    ]);
+    assert_eq!(out.trim(), "pod/web patched");
+    let pod = json(&sb.kubectl_ok(&["get", "pod", "web", "-o", "json"]));
+    assert_eq!(pod["spec"]["containers"][0]["image"], "nginx:1.28");
+    assert_eq!(
+        pod["spec"]["containers"][0]["ports"][0]["containerPort"], 80,
+        "merged by name, ports kept: {pod}"
+    );
+    assert_eq!(pod["metadata"]["labels"]["app"], "web");
+    assert_eq!(pod["metadata"]["labels"]["patched"], "yes");
+    let out = sb.kubectl_ok(&[
+        "patch",
+        "pod",
+        "web",
+        "-p",
+        r#"{"metadata":{"labels":{"patched":"yes"}}}"#,
+    ]);
+    assert_eq!(out.trim(), "pod/web patched (no change)");
+
+    // replace -f with a changed ConfigMap.
+    let cm = sb.write("cm.yaml", CONFIGMAP);
+    sb.kubectl_ok(&["create", "-f", cm.to_str().expect("path")]);
+    let cm2 = sb.write("cm2.yaml", &CONFIGMAP.replace("a: \"1\"", "a: \"replaced\""));
+    assert_eq!(
+        sb.kubectl_ok(&["replace", "-f", cm2.to_str().expect("path")])
+            .trim(),
+        "configmap/settings replaced"
+    );
+    assert_eq!(
+        sb.kubectl_ok(&["get", "cm", "settings", "-o", "jsonpath={.data.a}"]),
+        "replaced"
+    );
+    // wait --for=delete returns once the object is gone.
+    sb.kubectl_ok(&["delete", "cm", "settings", "--wait=false"]);
+    sb.kubectl_ok(&["wait", "--for=delete", "cm/settings", "--timeout=20s"]);
+}
+
+#[test]
+fn list_pagination_and_describe() {
+    let sb = Sandbox::start();
+    for i in 0..7 {
+        let f = sb.write(
+            &format!("cm{i}.yaml"),
+            &CONFIGMAP.replace("name: settings", &format!("name: page-{i}")),
+        );
+        sb.kubectl_ok(&["create", "-f", f.to_str().expect("path")]);
+    }
+    let out = sb.kubectl_ok(&["get", "cm", "-l", "app=web", "--chunk-size=2", "-o", "name"]);
+    let names: Vec<&str> = out.lines().collect();
+    assert_eq!(names.len(), 7, "{out}");
+    for i in 0..7 {
+        assert!(names.contains(&format!("configmap/page-{i}").as_str()), "{out}");
+    }
+    let f = sb.write("pod.yaml", POD);
+    sb.kubectl_ok(&["create", "-f", f.to_str().expect("path")]);
+    let out = sb.kubectl_ok(&["describe", "pod", "web"]);
+    for needle in [
+        "Name:",
+        "web",
+        "Namespace:",
+        "default",
+        "Labels:",
+        "app=web",
+        "Status:",
+        "Containers:",
+        "nginx:",
+        "Image:",
+        "nginx:1.27",
+        "Events:",
+    ] {
+        assert!(out.contains(needle), "describe lacks {needle:?}:\n{out}");
+    }
+    let out = sb.kubectl_ok(&["describe", "cm", "page-1"]);
+    assert!(out.contains("Name:") && out.contains("page-1"), "{out}");
+}
+
+#[test]
+fn explain_crd_fields() {
+    let sb = Sandbox::start();
+    create_crd(&sb);
+    let out = sb.kubectl_ok(&["explain", "kuryrports.spec"]);
+    assert!(out.contains("KIND:") && out.contains("KuryrPort"), "{out}");
+    assert!(out.contains("podUid"), "{out}");
+    assert!(out.contains("podNodeName"), "{out}");
+}
+
+#[test]
+fn load_balancer_status_and_headless_services() {
+    let sb = Sandbox::start();
+    let lb = SERVICE
+        .replace("name: web\n  namespace", "name: lb\n  namespace")
+        .replace("spec:\n  selector", "spec:\n  type: LoadBalancer\n  selector");
+    let headless = SERVICE
+        .replace("name: web\n  namespace", "name: hl\n  namespace")
+        .replace("spec:\n  selector", "spec:\n  clusterIP: None\n  selector");
+    let f1 = sb.write("lb.yaml", &lb);
+    let f2 = sb.write("hl.yaml", &headless);
+    sb.kubectl_ok(&["create", "-f", f1.to_str().expect("path")]);
+    sb.kubectl_ok(&["create", "-f", f2.to_str().expect("path")]);
+    let out = sb.kubectl_ok(&["get", "svc", "lb", "hl"]);
+    let t = rows(&out);
+    let lb_row = row(&t, "lb");
+    assert_eq!(lb_row[1], "LoadBalancer", "{out}");
+    assert_eq!(lb_row[3], "<pending>", "{out}");
+    assert!(lb_row[4].starts_with("80:3"), "a node port is allocated: {out}");
+    let hl_row = row(&t, "hl");
+    assert_eq!(hl_row[2], "None", "{out}");
+    // The controller (kuryr) publishes the Octavia VIP through the status subresource.
+    sb.kubectl_ok(&[
+        "patch",
+        "svc",
+        "lb",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"loadBalancer":{"ingress":[{"ip":"172.24.4.10"}]}}}"#,
+    ]);
+    let out = sb.kubectl_ok(&["get", "svc", "lb"]);
+    assert_eq!(row(&rows(&out), "lb")[3], "172.24.4.10", "{out}");
+    // Cluster IPs are unique and from the service CIDR.
+    let ips = sb.kubectl_ok(&[
+        "get",
+        "svc",
+        "-A",
+        "-o",
+        "jsonpath={range .items[*]}{.spec.clusterIP}{\"\\n\"}{end}",
+    ]);
+    let ips: Vec<&str> = ips.lines().filter(|l| *l != "None").collect();
+    let mut uniq = ips.clone();
+    uniq.sort();
+    uniq.dedup();
+    assert_eq!(uniq.len(), ips.len(), "duplicate cluster IPs: {ips:?}");
+    // An explicit, already taken clusterIP is refused like the real allocator does.
+    let taken = SERVICE
+        .replace("name: web\n  namespace", "name: dup\n  namespace")
+        .replace(
+            "spec:\n  selector",
+            &format!("spec:\n  clusterIP: {}\n  selector", ips[0]),
+        );
+    let f3 = sb.write("dup.yaml", &taken);
+    let err = sb.kubectl_err(&["create", "-f", f3.to_str().expect("path")]);
+    assert!(
+        err.contains("provided IP is already allocated") || err.contains("already allocated"),
+        "{err}"
+    );
+}
+
+#[test]
+fn namespace_deletion_waits_for_finalized_contents() {
+    let sb = Sandbox::start();
+    create_crd(&sb);
+    sb.kubectl_ok(&["create", "namespace", "team-a"]);
+    let kp = KP.replace("namespace: default", "namespace: team-a");
+    let f = sb.write("kp.yaml", &kp);
+    sb.kubectl_ok(&["create", "-f", f.to_str().expect("path")]);
+    let cm = CONFIGMAP.replace("namespace: default", "namespace: team-a");
+    let f = sb.write("cm.yaml", &cm);
+    sb.kubectl_ok(&["create", "-f", f.to_str().expect("path")]);
+    sb.kubectl_ok(&["delete", "namespace", "team-a", "--wait=false"]);
+    let out = sb.kubectl_ok(&["get", "ns", "team-a"]);
+    assert_eq!(row(&rows(&out), "team-a")[1], "Terminating", "{out}");
+    // Contents are deleted; the finalized KuryrPort stays, marked for deletion.
+    eventually(
+        Duration::from_secs(20),
+        "configmap in team-a to be deleted",
+        || {
+            (!sb.kubectl(&["get", "cm", "settings", "-n", "team-a"])
+                .status
+                .success())
+            .then_some(())
+        },
+    );
+    let kp = json(&sb.kubectl_ok(&["get", "kp", "web", "-n", "team-a", "-o", "json"]));
+    assert!(kp["metadata"]["deletionTimestamp"].is_string(), "{kp}");
+    // New objects cannot be created in a terminating namespace.
+    let err = sb.kubectl_err(&["create", "-f", f.to_str().expect("path")]);
+    assert!(err.contains("because it is being terminated"), "{err}");
+    sb.kubectl_ok(&[
+        "patch",
+        "kp",
+        "web",
+        "-n",
+        "team-a",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ]);
+    eventually(Duration::from_secs(30), "namespace team-a to disappear", || {
+        (!sb.kubectl(&["get", "ns", "team-a"]).status.success()).then_some(())
+    });
+}
+
+/// Fields written by ordinary writes are owned by their manager (`kubectl-create`,
+/// `kubectl-label`: kubectl sends `?fieldManager=`), so a later server-side apply changing them
+/// conflicts, exactly as on a real cluster.
+#[test]
+fn update_managers_own_fields_and_conflict_with_apply() {
+    let sb = Sandbox::start();
+    let f = sb.write("cm.yaml", CONFIGMAP);
+    sb.kubectl_ok(&["create", "-f", f.to_str().expect("path")]);
+    sb.kubectl_ok(&["label", "cm", "settings", "team=a"]);
+    let cm = json(&sb.kubectl_ok(&["get", "cm", "settings", "-o", "json", "--show-managed-fields"]));
+    let mf = cm["metadata"]["managedFields"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let create = mf
+        .iter()
+        .find(|e| e["manager"] == "kubectl-create")
+        .unwrap_or_else(|| panic!("no kubectl-create entry: {mf:?}"));
+    assert_eq!(create["operation"], "Update");
+    assert_eq!(create["apiVersion"], "v1");
+    assert!(create["fieldsV1"]["f:data"]["f:a"].is_object(), "{create}");
+    let label = mf
+        .iter()
+        .find(|e| e["manager"] == "kubectl-label")
+        .unwrap_or_else(|| panic!("no kubectl-label entry: {mf:?}"));
+    assert!(
+        label["fieldsV1"]["f:metadata"]["f:labels"]["f:team"].is_object(),
+        "{label}"
+    );
+    let changed = sb.write("cm2.yaml", &CONFIGMAP.replace("a: \"1\"", "a: \"2\""));
+    let err = sb.kubectl_err(&["apply", "--server-side", "-f", changed.to_str().expect("path")]);
+    assert!(
+        err.contains(r#"conflict with "kubectl-create" using v1"#),
+        "{err}"
+    );
+    assert!(err.contains(".data.a"), "{err}");
+    let out = sb.kubectl_ok(&[
+        "apply",
+        "--server-side",
+        "--force-conflicts",
+        "-f",
+        changed.to_str().expect("path"),
+    ]);
+    assert_eq!(out.trim(), "configmap/settings serverside-applied");
+}
+
+#[test]
+fn nodes_roles_cordon_and_get_all() {
+    let sb = Sandbox::start();
+    let node = r#"
+apiVersion: v1
+kind: Node
+metadata:
+  name: worker-1
+  labels:
+    kubernetes.io/hostname: worker-1
+    node-role.kubernetes.io/worker: ""
+"#;
+    let f = sb.write("node.yaml", node);
+    assert_eq!(
+        sb.kubectl_ok(&["create", "-f", f.to_str().expect("path")]).trim(),
+        "node/worker-1 created"
+    );
+    let out = sb.kubectl_ok(&["get", "nodes"]);
+    let t = rows(&out);
+    assert_eq!(t[0], ["NAME", "STATUS", "ROLES", "AGE", "VERSION"], "{out}");
+    let r = row(&t, "worker-1");
+    assert_eq!(r[2], "worker", "{out}");
+    assert_eq!(
+        sb.kubectl_ok(&["cordon", "worker-1"]).trim(),
+        "node/worker-1 cordoned"
+    );
+    let out = sb.kubectl_ok(&["get", "node", "worker-1"]);
+    assert!(
+        row(&rows(&out), "worker-1")[1].ends_with(",SchedulingDisabled"),
+        "{out}"
+    );
+    assert_eq!(
+        sb.kubectl_ok(&["uncordon", "worker-1"]).trim(),
+        "node/worker-1 uncordoned"
+    );
+    let spec = sb.kubectl_ok(&["get", "node", "worker-1", "-o", "jsonpath={.spec.unschedulable}"]);
+    assert!(spec.is_empty() || spec == "false", "{spec}");
+    // Nodes are cluster-scoped: -n is ignored, not an error.
+    sb.kubectl_ok(&["get", "node", "worker-1", "-n", "kube-system"]);
+
+    // `get all` resolves the "all" category through discovery.
+    let f = sb.write("svc.yaml", SERVICE);
+    sb.kubectl_ok(&["create", "-f", f.to_str().expect("path")]);
+    let out = sb.kubectl_ok(&["get", "all"]);
+    assert!(out.contains("service/web"), "{out}");
+    assert!(out.contains("service/kubernetes"), "{out}");
+}
+
+/// `--dry-run=server` and `kubectl diff` (server-side dry-run applies): nothing is persisted.
+#[test]
+fn server_dry_run_and_diff() {
+    let sb = Sandbox::start();
+    let f = sb.write("cm.yaml", CONFIGMAP);
+    let out = sb.kubectl_ok(&[
+        "create",
+        "--dry-run=server",
+        "-f",
+        f.to_str().expect("path"),
+        "-o",
+        "json",
+    ]);
+    let obj = json(&out);
+    assert_eq!(obj["metadata"]["name"], "settings");
+    assert!(
+        obj["metadata"]["uid"].is_string(),
+        "server filled in metadata: {obj}"
+    );
+    assert!(
+        !sb.kubectl(&["get", "cm", "settings"]).status.success(),
+        "dry run persisted"
+    );
+
+    sb.kubectl_ok(&["apply", "--server-side", "-f", f.to_str().expect("path")]);
+    let rv = sb.kubectl_ok(&[
+        "get",
+        "cm",
+        "settings",
+        "-o",
+        "jsonpath={.metadata.resourceVersion}",
+    ]);
+    let f2 = sb.write("cm2.yaml", &CONFIGMAP.replace("a: \"1\"", "a: \"changed\""));
+    let out = sb.kubectl(&["diff", "--server-side", "-f", f2.to_str().expect("path")]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "diff exits 1 when there are differences: {out:?}"
+    );
+    assert!(
+        stdout.contains("-  a: \"1\"") && stdout.contains("+  a: changed"),
+        "{stdout}"
+    );
+    let out = sb.kubectl_ok(&[
+        "apply",
+        "--server-side",
+        "--dry-run=server",
+        "-f",
+        f2.to_str().expect("path"),
+    ]);
+    assert!(out.contains("serverside-applied (server dry run)"), "{out}");
+    assert_eq!(
+        sb.kubectl_ok(&["get", "cm", "settings", "-o", "jsonpath={.data.a}"]),
+        "1",
+        "dry runs changed nothing"
+    );
+    assert_eq!(
+        sb.kubectl_ok(&[
+            "get",
+            "cm",
+            "settings",
+            "-o",
+            "jsonpath={.metadata.resourceVersion}"
+        ]),
+        rv
+    );
+    let out = sb.kubectl(&["diff", "--server-side", "-f", f.to_str().expect("path")]);
+    assert_eq!(out.status.code(), Some(0), "no differences: {out:?}");
+    // A no-op apply writes nothing: same resourceVersion, as on a real server.
+    sb.kubectl_ok(&["apply", "--server-side", "-f", f.to_str().expect("path")]);
+    assert_eq!(
+        sb.kubectl_ok(&[
+            "get",
+            "cm",
+            "settings",
+            "-o",
+            "jsonpath={.metadata.resourceVersion}"
+        ]),
+        rv,
+        "no-op apply bumped resourceVersion"
+    );
+}
+
+/// The garbage collector deletes dependents whose owner is gone (background propagation), and
+/// `--cascade=orphan` removes the ownerReference instead.
+#[test]
+fn owner_references_garbage_collection() {
+    let sb = Sandbox::start();
+    let f = sb.write("owner.yaml", &CONFIGMAP.replace("name: settings", "name: owner"));
+    sb.kubectl_ok(&["create", "-f", f.to_str().expect("path")]);
+    let uid = sb.kubectl_ok(&["get", "cm", "owner", "-o", "jsonpath={.metadata.uid}"]);
+    for dep in ["dep1", "dep2"] {
+        let y = CONFIGMAP.replace("name: settings", &format!("name: {dep}")).replace(
+            "  labels:\n",
+            &format!(
+                "  ownerReferences:\n  - apiVersion: v1\n    kind: ConfigMap\n    name: owner\n    uid: {uid}\n  labels:\n"
+            ),
+        );
+        let f = sb.write(&format!("{dep}.yaml"), &y);
+        sb.kubectl_ok(&["create", "-f", f.to_str().expect("path")]);
+    }
+    sb.kubectl_ok(&["delete", "cm", "owner"]);
+    eventually(Duration::from_secs(20), "dependents garbage-collected", || {
+        let a = sb.kubectl(&["get", "cm", "dep1"]).status.success();
+        let b = sb.kubectl(&["get", "cm", "dep2"]).status.success();
+        (!a && !b).then_some(())
+    });
+
+    sb.kubectl_ok(&["create", "-f", f.to_str().expect("path")]);
+    let uid = sb.kubectl_ok(&["get", "cm", "owner", "-o", "jsonpath={.metadata.uid}"]);
+    let y = CONFIGMAP.replace("name: settings", "name: orphan").replace(
+        "  labels:\n",
+        &format!(
+            "  ownerReferences:\n  - apiVersion: v1\n    kind: ConfigMap\n    name: owner\n    uid: {uid}\n  labels:\n"
+        ),
+    );
+    let fo = sb.write("orphan.yaml", &y);
+    sb.kubectl_ok(&["create", "-f", fo.to_str().expect("path")]);
+    sb.kubectl_ok(&["delete", "cm", "owner", "--cascade=orphan"]);
+    eventually(
+        Duration::from_secs(20),
+        "ownerReference removed from the orphan",
+        || {
+            let refs = sb.kubectl_ok(&[
+                "get",
+                "cm",
+                "orphan",
+                "-o",
+                "jsonpath={.metadata.ownerReferences}",
+            ]);
+            refs.trim().is_empty().then_some(())
+        },
+    );
 }

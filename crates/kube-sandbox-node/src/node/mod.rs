@@ -8,8 +8,16 @@
 //!   the pod object is removed anyway and the sandbox stays recorded: background garbage
 //!   collection keeps retrying DEL + netns removal (kubelet would hold the pod);
 //! - host-network pods get no sandbox and no responders; the node stays Ready even without a
-//!   CNI config (pods then wait with `NetworkNotReady` events), so host-network DaemonSet pods
-//!   (the CNI daemon) can be scheduled before the CNI config exists.
+//!   CNI config (pods then wait with `NetworkNotReady` events, re-checked every backoff base,
+//!   reported every 30 s), so host-network pods (the CNI daemon) can be scheduled before the CNI
+//!   config exists (there is no DaemonSet controller adding not-ready tolerations here);
+//! - `CHECK` is never run (kubelet/containerd do not run it periodically either), no container
+//!   lifecycle events (`Pulled`/`Created`/`Started`) are recorded;
+//! - capability args offered to plugins (`runtimeConfig`): `portMappings` (from `hostPort`s) and
+//!   `io.kubernetes.cri.pod-annotations`; no `bandwidth`/`dns`/`cgroupPath`.
+//!
+//! Tests find a pod's netns in `<state-dir>/state.json` (`sandboxes.*.{namespace,name,netns}`)
+//! and the cached CNI results under `<state-dir>/results/<network>-<sandbox id>-eth0`.
 
 mod forward;
 mod pods;
@@ -374,8 +382,17 @@ pub async fn run_node(
             loop {
                 tokio::select! {
                     _ = lease.tick() => {
-                        if let Err(e) = register::renew_lease(&ctx.client, &id, &node_uid).await {
-                            warn!(error = %e, "lease renewal failed");
+                        match register::renew_lease(&ctx.client, &id, &node_uid).await {
+                            Ok(false) => {}
+                            Ok(true) => {
+                                // The lease was gone (first run, or the API server lost its
+                                // state): make sure the Node is there too.
+                                match register::register(&ctx.client, &id, since).await {
+                                    Ok(uid) => node_uid = uid,
+                                    Err(e) => warn!(error = %e, "node registration failed"),
+                                }
+                            }
+                            Err(e) => warn!(error = %e, "lease renewal failed"),
                         }
                     }
                     _ = status.tick() => {

@@ -244,6 +244,10 @@ async fn worker(ctx: Arc<Ctx>, mut rx: watch::Receiver<Option<Pod>>, adopt: Opti
                         }
                         Err(e) => {
                             report_setup_failure(&ctx, &pod, &e).await;
+                            // Whatever the failed attempt could not tear down is garbage now.
+                            for rec in pod.uid().map(|u| ctx.records_of(&u)).unwrap_or_default() {
+                                spawn_gc(&ctx, rec);
+                            }
                             retry_after = Some(backoff);
                             backoff = (backoff * 2).min(ctx.cfg.sandbox_backoff_cap);
                         }

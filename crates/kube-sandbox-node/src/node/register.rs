@@ -33,13 +33,18 @@ pub struct Identity {
     pub annotations: BTreeMap<String, String>,
 }
 
-/// Default labels of a node, overridable by `--label`.
-pub fn default_labels(name: &str) -> BTreeMap<String, String> {
-    let arch = match std::env::consts::ARCH {
+/// The machine architecture as Go (and so Kubernetes) names it.
+pub fn go_arch() -> &'static str {
+    match std::env::consts::ARCH {
         "x86_64" => "amd64",
         "aarch64" => "arm64",
         other => other,
-    };
+    }
+}
+
+/// Default labels of a node, overridable by `--label`.
+pub fn default_labels(name: &str) -> BTreeMap<String, String> {
+    let arch = go_arch();
     BTreeMap::from([
         ("kubernetes.io/hostname".to_string(), name.to_string()),
         ("kubernetes.io/os".to_string(), "linux".to_string()),
@@ -75,7 +80,7 @@ pub fn status(id: &Identity, now: jiff::Timestamp, ready_since: jiff::Timestamp)
             "kernelVersion": "", "osImage": "kube-sandbox",
             "containerRuntimeVersion": "kube-sandbox://0.1.0",
             "kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "",
-            "operatingSystem": "linux", "architecture": std::env::consts::ARCH,
+            "operatingSystem": "linux", "architecture": go_arch(),
         },
     })
 }
@@ -130,8 +135,8 @@ pub async fn update_status(client: &Client, id: &Identity, since: jiff::Timestam
         })
 }
 
-/// Renews (or creates) the node's Lease.
-pub async fn renew_lease(client: &Client, id: &Identity, node_uid: &str) -> Result<(), Error> {
+/// Renews (or creates) the node's Lease; `true` when it had to be created.
+pub async fn renew_lease(client: &Client, id: &Identity, node_uid: &str) -> Result<bool, Error> {
     let api: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
     let now = MicroTime(jiff::Timestamp::now());
     let patch = json!({"spec": {"holderIdentity": id.name, "renewTime": now}});
@@ -139,7 +144,7 @@ pub async fn renew_lease(client: &Client, id: &Identity, node_uid: &str) -> Resu
         .patch(&id.name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
     {
-        Ok(_) => return Ok(()),
+        Ok(_) => return Ok(false),
         Err(e) if is_status(&e, 404) => {}
         Err(source) => {
             return Err(Error::Api {
@@ -170,7 +175,7 @@ pub async fn renew_lease(client: &Client, id: &Identity, node_uid: &str) -> Resu
         }),
     };
     match api.create(&PostParams::default(), &lease).await {
-        Ok(_) => Ok(()),
+        Ok(_) => Ok(true),
         Err(e) if is_status(&e, 404) => {
             // The lease namespace is missing (a bare API server): create it, then retry.
             let ns_api: Api<Namespace> = Api::all(client.clone());
@@ -193,13 +198,13 @@ pub async fn renew_lease(client: &Client, id: &Identity, node_uid: &str) -> Resu
             }
             api.create(&PostParams::default(), &lease)
                 .await
-                .map(|_| ())
+                .map(|_| true)
                 .map_err(|source| Error::Api {
                     step: "create lease",
                     source,
                 })
         }
-        Err(e) if is_status(&e, 409) => Ok(()),
+        Err(e) if is_status(&e, 409) => Ok(false),
         Err(source) => Err(Error::Api {
             step: "create lease",
             source,

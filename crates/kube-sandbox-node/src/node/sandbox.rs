@@ -1,7 +1,7 @@
 //! Pod sandboxes as a CRI runtime makes them: netns + CNI ADD (result cached) + the emulated
 //! containers' responders; teardown is CNI DEL with the cached config and result + netns removal.
 
-use std::{net::IpAddr, sync::Arc};
+use std::{net::IpAddr, path::PathBuf, sync::Arc};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
@@ -109,9 +109,11 @@ pub fn capability_args(pod: &Pod) -> Map<String, Value> {
 }
 
 fn invocation(rec: &SandboxRecord, args: String, caps: Map<String, Value>) -> Invocation {
+    // A namespace that is already gone is passed as empty (allowed for DEL by the spec).
+    let path = netns::path(&rec.netns);
     Invocation {
         container_id: rec.sandbox_id.clone(),
-        netns: netns::path(&rec.netns),
+        netns: if path.exists() { path } else { PathBuf::new() },
         ifname: rec.ifname.clone(),
         args,
         capability_args: caps,

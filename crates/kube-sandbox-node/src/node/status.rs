@@ -141,8 +141,35 @@ pub fn running(pod: &Pod, host_ip: IpAddr, ips: &[String], rec: Option<&SandboxR
             now,
         ),
         "containerStatuses": statuses,
+        "initContainerStatuses": init_statuses(pod, &base, &started),
         "qosClass": "BestEffort",
     })
+}
+
+/// Init containers of a running pod: all completed (exit 0) when the sandbox came up.
+fn init_statuses(pod: &Pod, base: &str, at: &str) -> Value {
+    let inits: Vec<Value> = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.init_containers.iter().flatten())
+        .enumerate()
+        .map(|(i, c)| {
+            let image = c.image.clone().unwrap_or_default();
+            json!({
+                "name": c.name, "image": image,
+                "imageID": format!("{image}@sha256:{}", "0".repeat(64)),
+                "containerID": container_id(base, 128 + i),
+                "ready": true, "started": false, "restartCount": 0,
+                "state": {"terminated": {"exitCode": 0, "reason": "Completed",
+                    "startedAt": at, "finishedAt": at, "containerID": container_id(base, 128 + i)}},
+            })
+        })
+        .collect();
+    if inits.is_empty() {
+        Value::Null
+    } else {
+        Value::Array(inits)
+    }
 }
 
 /// Whether the pod's current status already says what `desired` says (phase, IPs, condition
@@ -238,10 +265,31 @@ mod tests {
             c["containerID"].as_str().unwrap().len(),
             "containerd://".len() + 64
         );
+        assert!(s["initContainerStatuses"].is_null());
         assert!(!up_to_date(&p, &s));
         let mut p2 = p.clone();
         p2.status = Some(serde_json::from_value(s.clone()).unwrap());
         assert!(up_to_date(&p2, &s));
+    }
+
+    #[test]
+    fn init_containers_are_completed_when_running() {
+        let mut p = pod();
+        p.spec.as_mut().unwrap().init_containers = Some(vec![
+            serde_json::from_value(json!({"name": "init", "image": "busybox"})).unwrap(),
+        ]);
+        let s = running(
+            &p,
+            "10.0.0.1".parse().unwrap(),
+            &["10.244.0.5".into()],
+            None,
+            "2026-01-01T00:01:00Z",
+        );
+        let i = &s["initContainerStatuses"][0];
+        assert_eq!(i["name"], "init");
+        assert_eq!(i["state"]["terminated"]["reason"], "Completed");
+        assert_eq!(i["state"]["terminated"]["exitCode"], 0);
+        assert_ne!(i["containerID"], s["containerStatuses"][0]["containerID"]);
     }
 
     #[test]

@@ -138,6 +138,7 @@ impl World {
         cfg.sandbox_backoff_cap = Duration::from_secs(1);
         cfg.cni_timeout = Duration::from_secs(10);
         cfg.gc_interval = Duration::from_secs(1);
+        cfg.lease_interval = Duration::from_millis(300);
         cfg
     }
 

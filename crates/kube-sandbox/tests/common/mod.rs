@@ -76,7 +76,10 @@ impl Sandbox {
         cmd.stdin(Stdio::null())
             .stdout(log_file.try_clone().expect("log fd"))
             .stderr(log_file)
-            .env("RUST_LOG", std::env::var("KUBE_SANDBOX_LOG").unwrap_or_else(|_| "info".into()));
+            .env(
+                "RUST_LOG",
+                std::env::var("KUBE_SANDBOX_LOG").unwrap_or_else(|_| "info".into()),
+            );
         let child = cmd.spawn().expect("spawn kube-sandbox apiserver");
         let mut sb = Sandbox {
             child,
@@ -128,7 +131,12 @@ impl Sandbox {
 
     /// A `kubectl` command preconfigured for this server.
     pub fn kubectl_cmd(&self) -> Command {
-        let mut c = Command::new(kubectl_path());
+        self.kubectl_cmd_with(&kubectl_path())
+    }
+
+    /// A command of another kubectl binary (e.g. Debian's 1.20) preconfigured for this server.
+    pub fn kubectl_cmd_with(&self, bin: &Path) -> Command {
+        let mut c = Command::new(bin);
         c.env("KUBECONFIG", &self.kubeconfig)
             .env("HOME", self.dir.path())
             .env_remove("KUBECTL_EXTERNAL_DIFF")
@@ -217,8 +225,7 @@ fn read_server_url(kubeconfig: &Path) -> Option<String> {
 /// A kube-rs client from a kubeconfig file.
 pub async fn client_for(kubeconfig: &Path) -> anyhow::Result<kube::Client> {
     let kc = kube::config::Kubeconfig::read_from(kubeconfig)?;
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-        .await?;
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await?;
     Ok(kube::Client::try_from(cfg)?)
 }
 
@@ -233,8 +240,7 @@ fn readyz(kubeconfig: &Path) -> anyhow::Result<String> {
         rt.block_on(async move {
             let client = client_for(&path).await?;
             let req = http::Request::get("/readyz").body(Vec::new())?;
-            let text = tokio::time::timeout(Duration::from_secs(5), client.request_text(req))
-                .await??;
+            let text = tokio::time::timeout(Duration::from_secs(5), client.request_text(req)).await??;
             Ok(text)
         })
     })
@@ -264,6 +270,22 @@ pub fn kubectl_path() -> PathBuf {
     default
 }
 
+/// Debian's kubectl 1.20: `$KUBECTL_LEGACY`, else where `tools/install-kubectl --debian` puts it.
+/// Panics with instructions when missing.
+pub fn legacy_kubectl_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("KUBECTL_LEGACY") {
+        return PathBuf::from(p);
+    }
+    let default = PathBuf::from("/opt/kube-sandbox/kubectl-debian/usr/bin/kubectl");
+    assert!(
+        default.exists(),
+        "Debian's kubectl 1.20 not found: run `tools/install-kubectl --debian` (extracts {} \
+         from the kubernetes-client package) or set KUBECTL_LEGACY=/path/to/kubectl",
+        default.display()
+    );
+    default
+}
+
 /// Polls `f` until it returns `Some`, or panics after `timeout` with `what`.
 pub fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;
@@ -271,7 +293,10 @@ pub fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Optio
         if let Some(v) = f() {
             return v;
         }
-        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }

@@ -30,6 +30,8 @@ use compute::{labels_for, owner, slice_port_key};
 pub const MANAGED_BY: &str = "endpointslice-controller.k8s.io";
 /// Label naming a slice's service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+/// Endpoints carrying this annotation are leader-election records, never deleted.
+const LEADER_ANNOTATION: &str = "control-plane.alpha.kubernetes.io/leader";
 /// Label naming a slice's manager.
 pub const MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
 
@@ -78,7 +80,14 @@ pub async fn run(client: Client) -> Result<(), Error> {
         .map_err(|_| Error::CacheSync("endpointslices"))?;
     info!("endpoints controller running");
     // Services whose Endpoints we wrote: when such a service goes, its Endpoints go too.
-    let mut written: HashSet<(String, String)> = HashSet::new();
+    // Seeded with every existing Endpoints object, so that leftovers of services deleted while
+    // the controller was down are removed too (except leader-election records, like upstream).
+    let mut written: HashSet<(String, String)> = endpoints
+        .state()
+        .iter()
+        .filter(|e| !e.annotations().contains_key(LEADER_ANNOTATION))
+        .map(|e| key(e.namespace(), e.name_any()))
+        .collect();
     // Slices we created or updated that the cache may not show yet.
     let mut recent: HashMap<(String, String), Arc<EndpointSlice>> = HashMap::new();
     loop {
