@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::{
     app::App,
-    error::Cause,
+    error::{ApiError, ApiResult, Cause},
     meta,
     registry::{CrdVersion, ResKey, ResourceInfo},
     store::Inner,
@@ -264,6 +264,28 @@ pub fn after_write(app: &App, tx: &mut Inner, key: &ResKey, obj: &Value) {
         }
         tx.put(key, o);
     }
+}
+
+/// `fieldValidation=Strict`: unknown fields (those pruning would drop) are a 400, worded like the
+/// real server's strict decoding error. `Warn` (the default) and `Ignore` accept them (no
+/// `Warning` headers are sent).
+pub fn strict_check(info: &ResourceInfo, version: &str, obj: &Value, mode: Option<&str>) -> ApiResult<()> {
+    if mode != Some("Strict") {
+        return Ok(());
+    }
+    let Some(schema) = info.crd_version(version).and_then(|v| v.schema.as_ref()) else {
+        return Ok(());
+    };
+    let unknown = kube_sandbox_machinery::schema::unknown_fields(schema, obj);
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
+    Err(ApiError::bad_request(format!(
+        "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+        list.join(", "),
+        kind = info.kind
+    )))
 }
 
 /// Defaults, prunes and validates a custom object against its version's schema.

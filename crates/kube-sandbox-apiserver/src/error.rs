@@ -150,7 +150,9 @@ impl ApiError {
         Self::new(
             415,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {ct:?})"),
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {ct:?})"
+            ),
         )
     }
     /// 500 InternalError.

@@ -9,6 +9,7 @@ pub mod crd;
 pub mod defaults;
 pub mod discovery;
 pub mod error;
+pub mod events;
 pub mod handlers;
 pub mod lifecycle;
 pub mod meta;
@@ -41,8 +42,10 @@ pub struct Args {
     /// Require this bearer token on every request (kubeconfig carries it).
     #[arg(long)]
     pub token: Option<String>,
-    /// Service ClusterIP range; match it to the Neutron service subnet.
-    #[arg(long, default_value = "10.96.0.0/16")]
+    /// Service ClusterIP range. Kuryr uses a Service's ClusterIP as its Octavia VIP, so this must
+    /// lie inside the Neutron service subnet but outside Neutron's allocation pool: the default is
+    /// the sandbox's `SERVICE_CLUSTER_IP_RANGE` (lower half of its 10.96.0.0/16 service subnet).
+    #[arg(long, default_value = "10.96.0.0/17")]
     pub service_cidr: ipnet::IpNet,
     /// Where to write the kubeconfig for clients.
     #[arg(long, default_value = "/var/lib/kube-sandbox/kubeconfig")]
@@ -81,7 +84,7 @@ impl Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             tls: false,
             token: None,
-            service_cidr: "10.96.0.0/16".parse().expect("valid literal CIDR"),
+            service_cidr: "10.96.0.0/17".parse().expect("valid literal CIDR"),
             kubeconfig,
             watch_history: 10_000,
             bookmark_interval: Duration::from_secs(30),

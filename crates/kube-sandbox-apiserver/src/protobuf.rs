@@ -82,9 +82,7 @@ fn map_entry(b: &[u8], bytes_value: bool) -> Option<(String, Value)> {
         if let Field::Bytes(d) = f {
             match n {
                 1 => k = string(d)?,
-                2 if bytes_value => {
-                    v = json!(base64::engine::general_purpose::STANDARD.encode(d))
-                }
+                2 if bytes_value => v = json!(base64::engine::general_purpose::STANDARD.encode(d)),
                 2 => v = json!(string(d)?),
                 _ => {}
             }
@@ -160,6 +158,8 @@ fn object_meta(b: &[u8]) -> Option<Value> {
         }
         Some(())
     })?;
+    // Go encodes unset strings as empty ones.
+    m.retain(|_, v| v.as_str() != Some(""));
     if !labels.is_empty() {
         m.insert("labels".into(), Value::Object(labels));
     }
@@ -199,7 +199,7 @@ fn body(kind: &str, raw: &[u8]) -> Option<Value> {
                 let (k, v) = map_entry(d, true)?;
                 data.insert(k, v);
             }
-            ("Secret", 3, Field::Bytes(d)) => {
+            ("Secret", 3, Field::Bytes(d)) if !d.is_empty() => {
                 o.insert("type".into(), json!(string(d)?));
             }
             ("Secret", 4, Field::Bytes(d)) => {
@@ -219,7 +219,11 @@ fn body(kind: &str, raw: &[u8]) -> Option<Value> {
         o.insert("data".into(), Value::Object(data));
     }
     if !extra.is_empty() {
-        let field = if kind == "Secret" { "stringData" } else { "binaryData" };
+        let field = if kind == "Secret" {
+            "stringData"
+        } else {
+            "binaryData"
+        };
         o.insert(field.into(), Value::Object(extra));
     }
     Some(Value::Object(o))

@@ -58,8 +58,11 @@ pub struct ResourceInfo {
 }
 
 impl ResourceInfo {
-    /// `(group, plural)`.
+    /// `(group, plural)` — except `events.k8s.io` events, stored with core events.
     pub fn key(&self) -> ResKey {
+        if self.group == "events.k8s.io" && self.plural == "events" {
+            return (String::new(), "events".into());
+        }
         (self.group.clone(), self.plural.clone())
     }
     /// `pods` or `kuryrports.openstack.org` (as in error messages).
@@ -384,7 +387,7 @@ impl Registry {
                     kind: b.kind.into(),
                     namespaced: b.namespaced,
                     short_names: b.short.iter().map(|s| s.to_string()).collect(),
-                    categories: if matches!(b.plural, "pods" | "services" | "endpoints") {
+                    categories: if matches!(b.plural, "pods" | "services") {
                         vec!["all".into()]
                     } else {
                         vec![]

@@ -142,7 +142,8 @@ pub fn serve(app: &Arc<App>, r: &Req) -> ApiResult<Response> {
                 .and_then(|v| v.printer_columns.as_ref());
             table::columns_for(&r.info.kind, printer)
         }),
-        rewrite_version: r.info.crd.is_some() && r.version != r.info.storage_version,
+        rewrite_version: (r.info.crd.is_some() && r.version != r.info.storage_version)
+            || crate::events::is_events_v1(&r.info),
         filter,
     };
     let key = w.key.clone();

@@ -99,6 +99,44 @@ async fn crd_lifecycle() -> anyhow::Result<()> {
     );
     assert_eq!(s.code, 422, "{}", s.message);
 
+    // fieldValidation=Strict rejects unknown fields; the default prunes them.
+    let mut bogus = w(json!(2));
+    bogus.data["spec"]["bogus"] = json!(1);
+    let (code, body) = common::raw(
+        &e.server,
+        "POST",
+        "/apis/example.com/v1/namespaces/default/widgets?fieldValidation=Strict",
+        Some(("application/json", &serde_json::to_string(&bogus)?)),
+    )
+    .await;
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body.contains("Widget in version \\\"v1\\\" cannot be handled as a Widget: strict decoding error: unknown field \\\"spec.bogus\\\""),
+        "{body}"
+    );
+    // Default (Warn): created, pruned, with a Warning header.
+    bogus.metadata.name = Some("warned".into());
+    let (code, body) = {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let payload = serde_json::to_string(&bogus)?;
+        let mut sock = tokio::net::TcpStream::connect(e.server.addr).await?;
+        let req = format!(
+            "POST /apis/example.com/v1/namespaces/default/widgets HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{payload}",
+            payload.len()
+        );
+        sock.write_all(req.as_bytes()).await?;
+        let mut out = String::new();
+        sock.read_to_string(&mut out).await?;
+        (out[9..12].to_string(), out)
+    };
+    assert_eq!(code, "201", "{body}");
+    assert!(
+        body.to_lowercase()
+            .contains("warning: 299 - \"unknown field \\\"spec.bogus\\\"\""),
+        "{body}"
+    );
+    assert!(!body.contains("\"bogus\""), "pruned: {body}");
+    api.delete("warned", &Default::default()).await?;
     // Valid; status dropped on create (status subresource).
     let created = api.create(&PostParams::default(), &w(json!(3))).await?;
     assert!(created.data.get("status").is_none(), "{:?}", created.data);

@@ -171,6 +171,29 @@ async fn discovery_and_health() -> anyhow::Result<()> {
     );
     let (code, body) = common::raw(&e.server, "GET", "/api/v1/nothings", None).await;
     assert_eq!(code, 404, "{body}");
+    let (code, body) = common::raw(&e.server, "GET", "/openapi/v3", None).await;
+    assert_eq!(code, 200);
+    let idx: serde_json::Value = serde_json::from_str(&body)?;
+    let url = idx["paths"]["api/v1"]["serverRelativeURL"]
+        .as_str()
+        .expect("api/v1 doc")
+        .to_string();
+    let (code, body) = common::raw(&e.server, "GET", &url, None).await;
+    assert_eq!(code, 200);
+    let doc: serde_json::Value = serde_json::from_str(&body)?;
+    let patch = &doc["paths"]["/api/v1/namespaces/{namespace}/configmaps/{name}"]["patch"];
+    assert_eq!(patch["x-kubernetes-group-version-kind"]["kind"], "ConfigMap");
+    assert!(
+        patch["parameters"]
+            .as_array()
+            .expect("params")
+            .iter()
+            .any(|p| p["name"] == "fieldValidation")
+    );
+    // The ServiceAccount controller's work: every namespace has "default".
+    let sas: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(e.client.clone(), "kube-system");
+    assert!(sas.get_opt("default").await?.is_some());
     let disc = kube::Discovery::new(e.client.clone()).run().await?;
     assert!(disc.has_group("networking.k8s.io"));
     e.server.shutdown().await;

@@ -7,6 +7,7 @@
 
 pub mod constants;
 pub mod crds;
+pub mod from_neutron;
 pub mod kuryrloadbalancer;
 pub mod kuryrnetwork;
 pub mod kuryrnetworkpolicy;

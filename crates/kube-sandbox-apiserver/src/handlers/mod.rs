@@ -90,6 +90,35 @@ impl Req {
     }
 }
 
+/// A JSON response with the object shown in the request's version (Status objects as they are).
+fn object_response(r: &Req, code: u16, v: &Value) -> Response {
+    if v.get("kind").and_then(Value::as_str) == Some("Status") {
+        return json_response(code, v);
+    }
+    json_response(code, &read::versioned(&r.info, &r.version, v))
+}
+
+/// Adds `Warning: 299 - "unknown field \"x\""` headers for unknown fields of a custom object
+/// written with `fieldValidation` unset or `Warn` (the real server's default).
+fn with_warnings(r: &Req, mut resp: Response) -> Response {
+    if r.info.crd.is_none() || !matches!(r.query.get("fieldValidation"), None | Some("Warn")) {
+        return resp;
+    }
+    let Some(schema) = r.info.crd_version(&r.version).and_then(|v| v.schema.as_ref()) else {
+        return resp;
+    };
+    let Ok(body) = serde_json::from_slice::<Value>(&r.body) else {
+        return resp;
+    };
+    for f in kube_sandbox_machinery::schema::unknown_fields(schema, &body) {
+        let text = format!("299 - \"unknown field \\\"{f}\\\"\"");
+        if let Ok(v) = http::HeaderValue::from_str(&text) {
+            resp.headers_mut().append(http::header::WARNING, v);
+        }
+    }
+    resp
+}
+
 /// A JSON response.
 pub fn json_response(code: u16, v: &Value) -> Response {
     let code = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
@@ -221,14 +250,18 @@ async fn route(app: &Arc<App>, req: Request) -> ApiResult<Response> {
         (&Method::GET, false, _) if watch => crate::watch::serve(app, &r),
         (&Method::GET, false, _) => read::list(app, &r),
         (&Method::GET, true, _) => read::get(app, &r),
-        (&Method::POST, false, _) => write::create(app, &r).map(|(c, v)| json_response(c, &v)),
+        (&Method::POST, false, _) => {
+            write::create(app, &r).map(|(c, v)| with_warnings(&r, object_response(&r, c, &v)))
+        }
         (&Method::POST, true, Some("binding")) => write::binding(app, &r).map(|(c, v)| json_response(c, &v)),
         (&Method::PUT, true, Some("binding")) | (&Method::PATCH, true, Some("binding")) => Err(
             ApiError::method_not_allowed("the server does not allow this method on the requested resource"),
         ),
-        (&Method::PUT, true, _) => write::update(app, &r).map(|(c, v)| json_response(c, &v)),
-        (&Method::PATCH, true, _) => patch::patch(app, &r).map(|(c, v)| json_response(c, &v)),
-        (&Method::DELETE, true, None) => delete::delete(app, &r).map(|(c, v)| json_response(c, &v)),
+        (&Method::PUT, true, _) => {
+            write::update(app, &r).map(|(c, v)| with_warnings(&r, object_response(&r, c, &v)))
+        }
+        (&Method::PATCH, true, _) => patch::patch(app, &r).map(|(c, v)| object_response(&r, c, &v)),
+        (&Method::DELETE, true, None) => delete::delete(app, &r).map(|(c, v)| object_response(&r, c, &v)),
         (&Method::DELETE, false, None) => {
             delete::delete_collection(app, &r).map(|(c, v)| json_response(c, &v))
         }

@@ -1,7 +1,9 @@
 //! PATCH: JSON patch, merge patch, strategic merge patch and server-side apply (through
 //! `kube_sandbox_machinery::patch`), including apply-creates and `/status` patches.
 
-use kube_sandbox_machinery::patch::{ApplyOptions, PatchError, PatchType, apply_patch};
+use kube_sandbox_machinery::patch::{
+    ApplyOptions, PatchError, PatchType, apply_patch, apply_patch_subresource,
+};
 use serde_json::{Value, json};
 
 use super::{
@@ -26,8 +28,8 @@ pub fn patch(app: &App, r: &Req) -> ApiResult<(u16, Value)> {
     }
     let force = r.query.flag("force");
     if force && pt != PatchType::Apply {
-        return Err(ApiError::bad_request(
-            "force is not allowed for non-apply patches",
+        return Err(ApiError::invalid_options(
+            "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch",
         ));
     }
     let opts = manager.as_deref().map(|m| ApplyOptions {
@@ -50,10 +52,13 @@ pub fn patch(app: &App, r: &Req) -> ApiResult<(u16, Value)> {
                 base["metadata"]["namespace"] = json!(r.ns());
             }
             let obj = apply_patch(pt, &base, &r.body, opts.as_ref()).map_err(|e| map_err(r, e))?;
+            let obj = ensure_object(r, obj)?;
             return create_in_tx(app, tx, r, obj);
         };
         let view = crate::handlers::read::versioned(info, &r.version, &cur);
-        let patched = apply_patch(pt, &view, &r.body, opts.as_ref()).map_err(|e| map_err(r, e))?;
+        let patched = apply_patch_subresource(pt, &view, &r.body, opts.as_ref(), r.sub.as_deref())
+            .map_err(|e| map_err(r, e))?;
+        let patched = ensure_object(r, patched)?;
         if let Some(rv) = meta::meta_str(&patched, "resourceVersion") {
             if Some(rv) != meta::meta_str(&cur, "resourceVersion") {
                 return Err(ApiError::conflict(info, r.obj_name()));
@@ -71,6 +76,22 @@ pub fn patch(app: &App, r: &Req) -> ApiResult<(u16, Value)> {
         }
         commit_update(app, tx, r, &cur, patched)
     })
+}
+
+/// A patch must leave an object (a JSON patch can replace the root with anything).
+fn ensure_object(r: &Req, v: Value) -> ApiResult<Value> {
+    if v.is_object() {
+        Ok(v)
+    } else {
+        Err(ApiError::invalid(
+            &r.info,
+            r.obj_name(),
+            vec![Cause::new(
+                "",
+                "Invalid value: the patched document is not an object",
+            )],
+        ))
+    }
 }
 
 fn map_err(r: &Req, e: PatchError) -> ApiError {

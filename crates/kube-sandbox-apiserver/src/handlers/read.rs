@@ -25,6 +25,7 @@ pub struct Filter {
     label: Option<LabelSelector>,
     field: Option<FieldSelector>,
     field_view: bool,
+    events_v1: bool,
 }
 
 impl Filter {
@@ -54,6 +55,7 @@ impl Filter {
             label,
             field,
             field_view,
+            events_v1: crate::events::is_events_v1(info),
         })
     }
 
@@ -64,6 +66,13 @@ impl Filter {
 
     /// True when `obj` passes both selectors.
     pub fn matches(&self, obj: &Value) -> bool {
+        if self.events_v1 && !self.is_empty() {
+            return self.matches_view(&crate::events::to_events_v1(obj));
+        }
+        self.matches_view(obj)
+    }
+
+    fn matches_view(&self, obj: &Value) -> bool {
         if let Some(l) = &self.label {
             if !l.matches(obj) {
                 return false;
@@ -108,6 +117,12 @@ fn field_view(obj: &Value) -> Value {
 /// The object as seen through `version` (custom resources keep storage-version content and
 /// only change `apiVersion`, like the `None` conversion strategy).
 pub fn versioned<'a>(info: &ResourceInfo, version: &str, obj: &'a Value) -> Cow<'a, Value> {
+    if crate::events::is_events_v1(info) {
+        if obj.get("apiVersion").and_then(Value::as_str) == Some("v1") {
+            return Cow::Owned(crate::events::to_events_v1(obj));
+        }
+        return Cow::Borrowed(obj);
+    }
     if info.crd.is_none() {
         return Cow::Borrowed(obj);
     }

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use kube_sandbox_machinery::patch::{PatchType, record_update_subresource};
 use serde_json::{Value, json};
 
 use super::Req;
@@ -41,6 +42,25 @@ pub fn decode(r: &Req) -> ApiResult<Value> {
     Ok(v)
 }
 
+/// The field manager of a write: `?fieldManager=`, else the User-Agent's program name.
+fn manager(r: &Req) -> String {
+    if let Some(m) = r.query.get("fieldManager") {
+        return m.to_string();
+    }
+    let ua = r.header(http::header::USER_AGENT);
+    match ua.split('/').next().map(str::trim) {
+        Some(p) if !p.is_empty() => p.to_string(),
+        _ if r.headers.is_empty() => "kube-apiserver".to_string(),
+        _ => "unknown".to_string(),
+    }
+}
+
+/// True for server-side apply requests (machinery records their managedFields itself).
+fn is_apply(r: &Req) -> bool {
+    r.method == http::Method::PATCH
+        && PatchType::from_content_type(r.header(http::header::CONTENT_TYPE)) == Some(PatchType::Apply)
+}
+
 /// Checks `apiVersion`/`kind` against the URL and sets them to the storage version.
 fn check_type(info: &ResourceInfo, version: &str, obj: &mut Value) -> ApiResult<()> {
     let expected = info.api_version(version);
@@ -65,6 +85,9 @@ fn check_type(info: &ResourceInfo, version: &str, obj: &mut Value) -> ApiResult<
     }
     obj["apiVersion"] = json!(info.api_version(&info.storage_version));
     obj["kind"] = json!(info.kind);
+    if crate::events::is_events_v1(info) {
+        *obj = crate::events::to_core(obj);
+    }
     Ok(())
 }
 
@@ -186,6 +209,7 @@ pub fn create_in_tx(app: &App, tx: &mut Inner, r: &Req, mut obj: Value) -> ApiRe
         }
     }
     if info.crd.is_some() {
+        crd::strict_check(info, &r.version, &obj, r.query.get("fieldValidation"))?;
         crd::validate_custom(info, &r.version, &mut obj).map_err(|c| ApiError::invalid(info, &name, c))?;
     }
     if crd::is_crd(info) {
@@ -198,6 +222,10 @@ pub fn create_in_tx(app: &App, tx: &mut Inner, r: &Req, mut obj: Value) -> ApiRe
     }
     defaults::prepare_create(info, &mut obj, &mut tx.allocs)
         .map_err(|c| ApiError::invalid(info, &name, c))?;
+    if !is_apply(r) {
+        let av = info.api_version(&r.version);
+        record_update_subresource(&Value::Null, &mut obj, &manager(r), &av, None);
+    }
     if r.query.dry_run() {
         defaults::on_removed(info, &obj, &mut tx.allocs);
         return Ok((201, obj));
@@ -205,6 +233,13 @@ pub fn create_in_tx(app: &App, tx: &mut Inner, r: &Req, mut obj: Value) -> ApiRe
     let stored = tx.put(&info.key(), obj);
     if crd::is_crd(info) {
         crd::after_write(app, tx, &info.key(), &stored);
+    }
+    if info.group.is_empty() && info.plural == "namespaces" {
+        // What the ServiceAccount controller does right after a namespace appears.
+        let sa = json!({"apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "default", "namespace": name, "uid": meta::uid(),
+                         "creationTimestamp": meta::now()}});
+        tx.put(&(String::new(), "serviceaccounts".into()), sa);
     }
     Ok((201, (*stored).clone()))
 }
@@ -292,6 +327,10 @@ pub fn commit_update(
         Some("status") => {
             let status = new.get("status").cloned();
             let mut o = base.clone();
+            // Server-side apply on /status records its ownership too.
+            if let Some(mf) = new.get("metadata").and_then(|m| m.get("managedFields")) {
+                meta::metadata_mut(&mut o).insert("managedFields".into(), mf.clone());
+            }
             match status {
                 Some(s) => o["status"] = s,
                 None => {
@@ -347,6 +386,7 @@ pub fn commit_update(
         }
     }
     if info.crd.is_some() {
+        crd::strict_check(info, &r.version, &new, r.query.get("fieldValidation"))?;
         crd::validate_custom(info, &r.version, &mut new).map_err(|c| ApiError::invalid(info, &name, c))?;
     }
     if r.sub.is_none() {
@@ -369,10 +409,19 @@ pub fn commit_update(
         };
         meta::metadata_mut(&mut new).insert("generation".into(), json!(g));
     }
-    if new == base {
+    if same_ignoring_managed_times(&new, &base) {
         return Ok((200, (**cur).clone()));
     }
+    if !is_apply(r) {
+        let av = info.api_version(&r.version);
+        record_update_subresource(cur, &mut new, &manager(r), &av, r.sub.as_deref());
+    }
     if r.query.dry_run() {
+        // Nothing is stored: the response carries the current resourceVersion.
+        if let Some(rv) = meta::meta_str(cur, "resourceVersion") {
+            let rv = rv.to_string();
+            meta::metadata_mut(&mut new).insert("resourceVersion".into(), json!(rv));
+        }
         return Ok((200, new));
     }
     let grace_zero = new
@@ -394,6 +443,29 @@ pub fn commit_update(
         app.kick();
     }
     Ok((200, (*stored).clone()))
+}
+
+/// True when `a` and `b` differ at most in `managedFields` timestamps (a re-apply of the same
+/// manifest is a no-op on the real server: same resourceVersion, no event).
+fn same_ignoring_managed_times(a: &Value, b: &Value) -> bool {
+    if a == b {
+        return true;
+    }
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(mf) = v
+            .pointer_mut("/metadata/managedFields")
+            .and_then(Value::as_array_mut)
+        {
+            for e in mf {
+                if let Some(m) = e.as_object_mut() {
+                    m.remove("time");
+                }
+            }
+        }
+        v
+    };
+    strip(a) == strip(b)
 }
 
 /// POST `pods/{name}/binding`.

@@ -1,0 +1,297 @@
+//! Rebuilding the pools after a restart from what Kubernetes and Neutron hold (KuryrPort CRs
+//! and the cluster's tagged `compute:kuryr` ports) — no in-memory state survives a restart —
+//! and the janitor's orphan detection.
+//!
+//! Rules (upstream `sync_pools`, `_cleanup_leftover_ports`, `_recover_precreated_ports`):
+//! * a port referenced by a KuryrPort is in use by that pod, whatever its owner or tags
+//!   (ports made by upstream Kuryr without tags keep working after a switch-over);
+//! * other ports are ours only with device owner `compute:kuryr` and every configured tag;
+//! * ours and bound (binding host set, VIF type neither `unbound` nor `binding_failed`) → back
+//!   in the pool of `(binding host, project, network)` under their SG set; ours and unbound → delete;
+//! * a port updated less than `cooldown` ago (or still ACTIVE: a pod may still be plugged) may
+//!   have been released just before the restart, so it cools down for the rest of the period.
+
+use std::{
+    collections::{HashMap, HashSet},
+    time::{Duration, Instant},
+};
+
+use super::{PodKey, PoolKey, PoolState, PortState, SgSet};
+use crate::{
+    config::{PoolConfig, TagPolicy},
+    neutron::{DEVICE_OWNER, Port, VIF_TYPE_BINDING_FAILED},
+};
+
+/// A port a KuryrPort references (`status.vifs[*].vif.id`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InUseRef {
+    /// The port.
+    pub port_id: String,
+    /// The KuryrPort's pod.
+    pub pod: PodKey,
+    /// The pool host (`spec.podNodeName`; nested: the trunk parent's IP).
+    pub host: String,
+}
+
+/// Why recovery wants a port deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteReason {
+    /// Not bound to a host (upstream deletes those).
+    Unbound,
+    /// Binding failed.
+    BindingFailed,
+}
+
+/// What recovery did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Ports in use by a KuryrPort's pod.
+    pub in_use: Vec<String>,
+    /// Ports back in a pool, ready.
+    pub available: Vec<String>,
+    /// Ports back in a pool after a cool-down.
+    pub cooling: Vec<String>,
+    /// Ports to delete, then [`PoolState::confirm_deleted`].
+    pub to_delete: Vec<(String, DeleteReason)>,
+    /// KuryrPorts referencing a port Neutron does not list (deleted behind our back): the
+    /// controller must give these pods new ports.
+    pub missing: Vec<InUseRef>,
+    /// A port referenced by more than one KuryrPort: only the first keeps it.
+    pub conflicts: Vec<InUseRef>,
+}
+
+impl PoolState {
+    /// Rebuilds the state from KuryrPorts (`in_use`) and Neutron's ports (`ports`: the list
+    /// filtered by device owner and tags, plus any ports the KuryrPorts reference). `now` is
+    /// the monotonic clock, `wall_now` the wall clock Neutron's `updated_at` is compared with.
+    pub fn recover(
+        cfg: PoolConfig,
+        in_use: impl IntoIterator<Item = InUseRef>,
+        ports: &[Port],
+        tags: &TagPolicy,
+        now: Instant,
+        wall_now: jiff::Timestamp,
+    ) -> (PoolState, RecoveryReport) {
+        let cooldown = cfg.cooldown;
+        let mut state = PoolState::new(cfg);
+        let mut report = RecoveryReport::default();
+        let by_id: HashMap<&str, &Port> = ports.iter().map(|p| (p.id.as_str(), p)).collect();
+        let mut referenced: HashSet<String> = HashSet::new();
+        for r in in_use {
+            if !referenced.insert(r.port_id.clone()) {
+                report.conflicts.push(r);
+                continue;
+            }
+            match by_id.get(r.port_id.as_str()) {
+                Some(p) => {
+                    let key = PoolKey::new(r.host.clone(), p.project(), &p.network_id);
+                    let sgs = SgSet::new(p.security_groups.iter().cloned());
+                    state.adopt(&p.id, key, sgs, PortState::InUse(r.pod.clone()));
+                    report.in_use.push(p.id.clone());
+                }
+                None => report.missing.push(r),
+            }
+        }
+        for p in ports {
+            if referenced.contains(&p.id) || p.device_owner != DEVICE_OWNER || !tags.matches(&p.tags) {
+                continue;
+            }
+            if !p.is_bound() {
+                let reason = if p.binding_vif_type == VIF_TYPE_BINDING_FAILED {
+                    DeleteReason::BindingFailed
+                } else {
+                    DeleteReason::Unbound
+                };
+                if state.adopt(&p.id, pool_key(p), SgSet::default(), PortState::Deleting) {
+                    report.to_delete.push((p.id.clone(), reason));
+                }
+                continue;
+            }
+            let remaining = if p.is_active() {
+                Some(cooldown)
+            } else {
+                match p.updated() {
+                    Some(t) => {
+                        let age = wall_now.duration_since(t);
+                        let age = Duration::try_from(age).unwrap_or(Duration::ZERO);
+                        cooldown.checked_sub(age).filter(|d| !d.is_zero())
+                    }
+                    None => Some(cooldown),
+                }
+            };
+            let sgs = SgSet::new(p.security_groups.iter().cloned());
+            let (st, list) = match remaining {
+                Some(d) => (PortState::Cooling(now + d), &mut report.cooling),
+                None => (PortState::Available, &mut report.available),
+            };
+            if state.adopt(&p.id, pool_key(p), sgs, st) {
+                list.push(p.id.clone());
+            }
+        }
+        (state, report)
+    }
+}
+
+fn pool_key(p: &Port) -> PoolKey {
+    PoolKey::new(&p.binding_host_id, p.project(), &p.network_id)
+}
+
+/// The janitor: tagged `compute:kuryr` ports that neither a KuryrPort (`kuryrport_port_ids`)
+/// nor the pool owns, created at least `min_age` ago (so populations in flight, whose ports
+/// the pool does not know yet, are spared). Without any configured tag nothing is an orphan:
+/// ownership cannot be proven. Ports whose creation time cannot be read are spared.
+pub fn orphans(
+    kuryrport_port_ids: &HashSet<String>,
+    state: &PoolState,
+    ports: &[Port],
+    tags: &TagPolicy,
+    wall_now: jiff::Timestamp,
+    min_age: Duration,
+) -> Vec<String> {
+    if tags.is_empty() {
+        return Vec::new();
+    }
+    let mut out: Vec<String> = ports
+        .iter()
+        .filter(|p| p.device_owner == DEVICE_OWNER && tags.matches(&p.tags))
+        .filter(|p| !kuryrport_port_ids.contains(&p.id) && !state.owns(&p.id))
+        .filter(|p| {
+            p.created().is_some_and(|c| {
+                Duration::try_from(wall_now.duration_since(c)).is_ok_and(|age| age >= min_age)
+            })
+        })
+        .map(|p| p.id.clone())
+        .collect();
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::{Decision, PortState};
+
+    fn port(id: &str, host: &str, vif_type: &str, status: &str, updated: &str) -> Port {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "network_id": "net", "project_id": "proj", "device_owner": "compute:kuryr",
+            "binding:host_id": host, "binding:vif_type": vif_type, "status": status,
+            "security_groups": ["sg-b", "sg-a"], "tags": ["kuryr", "cluster=c1"],
+            "created_at": "2026-11-22T05:00:00Z", "updated_at": updated,
+        }))
+        .unwrap()
+    }
+
+    fn tags() -> TagPolicy {
+        TagPolicy::new(vec!["kuryr".into()], Some("cluster=c1".into())).unwrap()
+    }
+
+    fn wall() -> jiff::Timestamp {
+        "2026-11-22T06:00:00Z".parse().unwrap()
+    }
+
+    #[test]
+    fn recovery_sorts_ports_by_upstream_rules() {
+        let now = Instant::now();
+        let mut foreign = port("foreign", "w0", "ovs", "DOWN", "2026-11-22T05:00:00Z");
+        foreign.tags = vec!["kuryr".into()]; // other cluster
+        let mut untagged_in_use = port("legacy", "w0", "ovs", "ACTIVE", "2026-11-22T05:00:00Z");
+        untagged_in_use.tags.clear();
+        let ports = vec![
+            port("used", "w0", "ovs", "ACTIVE", "2026-11-22T05:00:00Z"),
+            untagged_in_use,
+            port("old", "w0", "ovs", "DOWN", "2026-11-22T05:00:00Z"),
+            port("fresh", "w0", "ovs", "DOWN", "2026-11-22T05:59:50Z"),
+            port("plugged", "w1", "ovs", "ACTIVE", "2026-11-22T05:00:00Z"),
+            port("unbound", "", "unbound", "DOWN", "2026-11-22T05:00:00Z"),
+            port("failed", "w0", "binding_failed", "DOWN", "2026-11-22T05:00:00Z"),
+            foreign,
+        ];
+        let refs = vec![
+            InUseRef {
+                port_id: "used".into(),
+                pod: PodKey::new("ns", "a"),
+                host: "w0".into(),
+            },
+            InUseRef {
+                port_id: "legacy".into(),
+                pod: PodKey::new("ns", "b"),
+                host: "w0".into(),
+            },
+            InUseRef {
+                port_id: "gone".into(),
+                pod: PodKey::new("ns", "c"),
+                host: "w0".into(),
+            },
+            InUseRef {
+                port_id: "used".into(),
+                pod: PodKey::new("ns", "d"),
+                host: "w0".into(),
+            },
+        ];
+        let cfg = PoolConfig {
+            cooldown: Duration::from_secs(30),
+            ..PoolConfig::default()
+        };
+        let (mut st, rep) = PoolState::recover(cfg, refs, &ports, &tags(), now, wall());
+        st.check_invariants().unwrap();
+        assert_eq!(rep.in_use, vec!["used", "legacy"]);
+        assert_eq!(rep.available, vec!["old"]);
+        assert_eq!(rep.cooling, vec!["fresh", "plugged"]);
+        assert_eq!(
+            rep.to_delete,
+            vec![
+                ("unbound".to_string(), DeleteReason::Unbound),
+                ("failed".into(), DeleteReason::BindingFailed)
+            ]
+        );
+        assert_eq!(rep.missing.len(), 1);
+        assert_eq!(rep.conflicts[0].pod, PodKey::new("ns", "d"));
+        assert!(st.port("foreign").is_none());
+        // "fresh" was updated 10 s ago: 20 s of cool-down left.
+        assert_eq!(
+            st.port("fresh").unwrap().state,
+            PortState::Cooling(now + Duration::from_secs(20))
+        );
+        // The pool keeps serving: the recovered port, with SGs sorted.
+        let key = PoolKey::new("w0", "proj", "net");
+        let sgs = SgSet::new(["sg-a", "sg-b"]);
+        match st.request(&PodKey::new("ns", "e"), &key, &sgs, now) {
+            Decision::Take(t) => {
+                assert_eq!(t.port_id, "old");
+                assert!(t.actions.is_empty());
+            }
+            d => panic!("{d:?}"),
+        }
+        // The pod already holding "used" gets it again.
+        match st.request(&PodKey::new("ns", "a"), &key, &sgs, now) {
+            Decision::Take(t) => assert!(t.already_assigned && t.port_id == "used"),
+            d => panic!("{d:?}"),
+        }
+        assert!(st.confirm_deleted("unbound"));
+        st.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn janitor_finds_only_old_unowned_tagged_ports() {
+        let now = Instant::now();
+        let mut young = port("young", "w0", "ovs", "DOWN", "2026-11-22T05:59:00Z");
+        young.created_at = "2026-11-22T05:59:00Z".into();
+        let mut untagged = port("untagged", "w0", "ovs", "DOWN", "2026-11-22T05:00:00Z");
+        untagged.tags.clear();
+        let ports = vec![
+            port("kp", "w0", "ovs", "ACTIVE", "2026-11-22T05:00:00Z"),
+            port("pooled", "w0", "ovs", "DOWN", "2026-11-22T05:00:00Z"),
+            port("orphan", "w0", "ovs", "DOWN", "2026-11-22T05:00:00Z"),
+            young,
+            untagged,
+        ];
+        let mut st = PoolState::new(PoolConfig::default());
+        let key = PoolKey::new("w0", "proj", "net");
+        assert!(st.adopt("pooled", key, SgSet::default(), PortState::Available));
+        let kps: HashSet<String> = ["kp".to_string()].into();
+        let found = orphans(&kps, &st, &ports, &tags(), wall(), Duration::from_secs(600));
+        assert_eq!(found, vec!["orphan"]);
+        assert!(orphans(&kps, &st, &ports, &TagPolicy::default(), wall(), Duration::ZERO).is_empty());
+        let _ = now;
+    }
+}
