@@ -101,6 +101,20 @@ pub fn apply_patch(
     body: &[u8],
     apply: Option<&ApplyOptions<'_>>,
 ) -> Result<Value, PatchError> {
+    apply_patch_subresource(pt, current, body, apply, None)
+}
+
+/// [`apply_patch`] through a subresource (`Some("status")`): a server-side apply then records
+/// its `managedFields` entry with `subresource: status`, separate from the same manager's
+/// main-resource entry, like the real server. The caller keeps the result's
+/// `metadata.managedFields` along with the status it copies.
+pub fn apply_patch_subresource(
+    pt: PatchType,
+    current: &Value,
+    body: &[u8],
+    apply: Option<&ApplyOptions<'_>>,
+    subresource: Option<&str>,
+) -> Result<Value, PatchError> {
     let parse = |what: &str| -> Result<Value, PatchError> {
         serde_json::from_slice(body)
             .map_err(|e| PatchError::BadRequest(format!("error decoding {what} patch: {e}")))
@@ -134,7 +148,7 @@ pub fn apply_patch(
                         .into(),
                 )
             })?;
-            apply::server_side_apply(current, body, opts)
+            apply::server_side_apply(current, body, opts, subresource.unwrap_or(""))
         }
     }
 }

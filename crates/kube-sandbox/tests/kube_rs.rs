@@ -437,13 +437,14 @@ async fn lease_leader_election_between_processes() {
         }
     };
     let takeover = took_over.duration_since(killed_at);
+    eprintln!("leader {leader} killed; {survivor} took over after {takeover:?}");
     let _ = a.kill();
     let _ = b.kill();
     let _ = a.wait();
     let _ = b.wait();
     assert!(!both, "two leaders at once: {state:?}");
     assert!(
-        takeover <= Duration::from_secs(LEASE_DURATION + LEASE_GRACE + 3),
+        takeover <= Duration::from_secs(LEASE_DURATION + LEASE_GRACE + 5),
         "takeover took {takeover:?}"
     );
     let lease = leases.get(LEASE_NAME).await.expect("lease");

@@ -261,6 +261,21 @@ async fn events_recorder_publishes_visible_events() {
     assert_eq!(ours.len(), 1, "one event (a series), got {items:?}");
     assert_eq!(ours[0]["involvedObject"]["name"], "evented");
     assert_eq!(ours[0]["message"], "port ACTIVE");
+    let out = sb.kubectl_ok(&["get", "events"]);
+    let header: Vec<&str> = out.lines().next().unwrap_or("").split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+        "{out}"
+    );
+    let line = out
+        .lines()
+        .find(|l| l.contains("Wired"))
+        .unwrap_or_else(|| panic!("no Wired row: {out}"));
+    assert!(
+        line.contains("Normal") && line.contains("configmap/evented") && line.contains("port ACTIVE"),
+        "{line}"
+    );
     let out = sb.kubectl_ok(&["describe", "cm", "evented"]);
     assert!(out.contains("Wired") && out.contains("port ACTIVE"), "{out}");
 }
@@ -300,9 +315,7 @@ async fn node_field_selector_watch_and_bookmarks() {
     assert_eq!(names, ["a1"]);
     let rv = list.metadata.resource_version.clone().expect("list rv");
     // Bookmarks are on by default in kube-rs WatchParams.
-    let wp = WatchParams::default()
-        .fields("spec.nodeName=n1")
-        .timeout(20);
+    let wp = WatchParams::default().fields("spec.nodeName=n1").timeout(20);
     let mut stream = pods.watch(&wp, &rv).await.expect("watch").boxed();
     pods.create(&PostParams::default(), &pod("b2", "n2"))
         .await

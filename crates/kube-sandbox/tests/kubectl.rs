@@ -652,6 +652,15 @@ fn api_discovery_lists_builtins_and_crds() {
             "{r} missing from api-resources:\n{out}"
         );
     }
+    // Kinds without a dedicated printer get the generic NAME / CREATED AT table.
+    let out = sb.kubectl_ok(&["get", "crd"]);
+    let t = rows(&out);
+    assert_eq!(t[0], ["NAME", "CREATED", "AT"], "{out}");
+    let r = row(&t, "kuryrports.openstack.org");
+    assert!(
+        r[1].ends_with('Z') && r[1].contains('T'),
+        "RFC 3339 timestamp: {out}"
+    );
     let out = sb.kubectl_ok(&["version", "-o", "json"]);
     let v = json(&out);
     assert!(v["serverVersion"]["gitVersion"].is_string(), "{v}");

@@ -22,7 +22,8 @@
 use serde_json::{Map, Value};
 
 use super::fieldset::{
-    FieldSet, Path, display_path, get_at, ignored, remove_at, set_of_applied, set_of_changes, well_keyed,
+    FieldSet, Path, atomic_map_at, display_path, get_at, ignored, item_key, remove_at, set_of_applied,
+    set_of_changes, well_keyed,
 };
 use super::strategy::{ListStrategy, list_strategy};
 use super::{ApplyOptions, PatchError};
@@ -215,6 +216,7 @@ fn without_nulls(v: &Value) -> Value {
 /// Merges an applied configuration into `cur`.
 fn ssa_merge(kind: &str, cur: &mut Value, applied: &Value, path: &mut Path) {
     match applied {
+        Value::Object(_) if atomic_map_at(kind, path) => *cur = without_nulls(applied),
         Value::Object(m) => {
             if !cur.is_object() {
                 *cur = Value::Object(Map::new());
@@ -249,8 +251,8 @@ fn ssa_merge(kind: &str, cur: &mut Value, applied: &Value, path: &mut Path) {
                         return;
                     };
                     for e in list {
-                        let kv = e.get(key);
-                        match items.iter().position(|x| x.get(key) == kv) {
+                        let k = item_key(key, e);
+                        match items.iter().position(|x| item_key(key, x) == k) {
                             Some(i) => {
                                 path.push("[]".into());
                                 ssa_merge(kind, &mut items[i], e, path);
@@ -296,6 +298,7 @@ pub(super) fn server_side_apply(
     current: &Value,
     body: &[u8],
     opts: &ApplyOptions<'_>,
+    subresource: &str,
 ) -> Result<Value, PatchError> {
     let applied = parse_body(body)?;
     if applied
@@ -329,9 +332,9 @@ pub(super) fn server_side_apply(
     validate_applied(&kind, &applied, &mut Vec::new())?;
 
     let mut entries = read_entries(current);
-    let me = entries
-        .iter()
-        .position(|e| e.manager == opts.field_manager && e.operation == "Apply" && e.subresource.is_empty());
+    let me = entries.iter().position(|e| {
+        e.manager == opts.field_manager && e.operation == "Apply" && e.subresource == subresource
+    });
     let new_set = set_of_applied(&kind, &applied);
 
     // Conflicts: fields we set to a new value that another manager owns.
@@ -406,7 +409,7 @@ pub(super) fn server_side_apply(
             manager: opts.field_manager.to_string(),
             operation: "Apply".into(),
             api_version,
-            subresource: String::new(),
+            subresource: subresource.to_string(),
             set: new_set,
             touched: true,
         }),

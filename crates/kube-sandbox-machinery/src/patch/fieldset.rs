@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use super::strategy::{ListStrategy, list_strategy};
+use super::strategy::{ListStrategy, list_strategy, map_is_atomic};
 
 /// A set of owned field paths. A path is a list of encoded segments (`f:spec`, `k:{...}`, `v:..`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -135,11 +135,27 @@ fn strategy_at(kind: &str, path: &[String]) -> ListStrategy {
     list_strategy(kind, &plain(path))
 }
 
-/// The `k:` segment of a keyed item.
-pub fn key_segment(key: &str, value: &Value) -> String {
+/// True when the map at `path` is atomic for server-side apply (see [`map_is_atomic`]).
+pub fn atomic_map_at(kind: &str, path: &[String]) -> bool {
+    map_is_atomic(kind, &plain(path))
+}
+
+/// The identity of a keyed list item under server-side apply: its merge key, plus `protocol`
+/// (defaulting to `TCP`) for Service `port`s and container `containerPort`s, like the real
+/// server's list-map keys (so `53/TCP` and `53/UDP` are two items). `None` when the key is missing.
+pub fn item_key(key: &str, item: &Value) -> Option<Map<String, Value>> {
     let mut m = Map::new();
-    m.insert(key.into(), value.clone());
-    format!("k:{}", Value::Object(m))
+    m.insert(key.into(), item.get(key).filter(|v| !v.is_null())?.clone());
+    if matches!(key, "port" | "containerPort") {
+        let proto = item.get("protocol").filter(|v| !v.is_null()).cloned();
+        m.insert("protocol".into(), proto.unwrap_or_else(|| "TCP".into()));
+    }
+    Some(m)
+}
+
+/// The `k:` segment of a keyed item (see [`item_key`]).
+pub fn key_segment(key: &Map<String, Value>) -> String {
+    format!("k:{}", Value::Object(key.clone()))
 }
 
 /// The `v:` segment of a set item.
@@ -171,18 +187,18 @@ pub(super) fn ignored(path: &[String], key: &str) -> bool {
     }
 }
 
-/// True when every element of `list` is an object with a distinct value for `key`.
+/// True when every element of `list` has a distinct [`item_key`] for `key`.
 pub fn well_keyed(list: &[Value], key: &str) -> bool {
     let mut seen = Vec::new();
     for e in list {
-        match e.get(key) {
-            Some(v) if !v.is_null() => {
-                if seen.contains(&v) {
+        match item_key(key, e) {
+            Some(k) => {
+                if seen.contains(&k) {
                     return false;
                 }
-                seen.push(v);
+                seen.push(k);
             }
-            _ => return false,
+            None => return false,
         }
     }
     true
@@ -198,7 +214,7 @@ pub fn set_of_applied(kind: &str, v: &Value) -> FieldSet {
 
 fn walk_applied(kind: &str, v: &Value, path: &mut Path, set: &mut FieldSet) {
     match v {
-        Value::Object(m) if !m.is_empty() || path.is_empty() => {
+        Value::Object(m) if (!m.is_empty() || path.is_empty()) && !atomic_map_at(kind, path) => {
             for (k, c) in m {
                 if ignored(path, k) || c.is_null() {
                     continue;
@@ -211,8 +227,8 @@ fn walk_applied(kind: &str, v: &Value, path: &mut Path, set: &mut FieldSet) {
         Value::Array(list) => match strategy_at(kind, path) {
             ListStrategy::Keyed(key) if !list.is_empty() && well_keyed(list, key) => {
                 for e in list {
-                    let kv = e.get(key).cloned().unwrap_or(Value::Null);
-                    path.push(key_segment(key, &kv));
+                    let Some(k) = item_key(key, e) else { continue };
+                    path.push(key_segment(&k));
                     set.insert(path);
                     walk_applied(kind, e, path, set);
                     path.pop();
@@ -244,6 +260,7 @@ fn walk_changes(kind: &str, old: Option<&Value>, new: &Value, path: &mut Path, s
         return;
     }
     match new {
+        Value::Object(_) if atomic_map_at(kind, path) => set.insert(path),
         Value::Object(m) => {
             let old_map = old.and_then(Value::as_object);
             // A map created by this write is owned as a node, except the top-level structs
@@ -272,9 +289,10 @@ fn walk_changes(kind: &str, old: Option<&Value>, new: &Value, path: &mut Path, s
                     set.insert(path);
                 }
                 for e in list {
-                    let kv = e.get(key).cloned().unwrap_or(Value::Null);
-                    let old_item = old_list.and_then(|l| l.iter().find(|x| x.get(key) == Some(&kv)));
-                    path.push(key_segment(key, &kv));
+                    let Some(k) = item_key(key, e) else { continue };
+                    let old_item =
+                        old_list.and_then(|l| l.iter().find(|x| item_key(key, x).as_ref() == Some(&k)));
+                    path.push(key_segment(&k));
                     if old_item.is_none() {
                         set.insert(path);
                     }
@@ -310,7 +328,11 @@ fn parse_key(seg: &str) -> Option<Map<String, Value>> {
 }
 
 fn item_matches(item: &Value, key: &Map<String, Value>) -> bool {
-    key.iter().all(|(k, v)| item.get(k) == Some(v))
+    key.iter().all(|(k, v)| match item.get(k) {
+        Some(x) => x == v,
+        // `protocol` defaults to TCP (see `item_key`).
+        None => k == "protocol" && v == "TCP",
+    })
 }
 
 fn value_of_segment(seg: &str) -> Option<Value> {
@@ -457,7 +479,7 @@ mod tests {
                 "f:spec": {
                     "f:containers": {"k:{\"name\":\"a\"}": {
                         ".": {}, "f:image": {}, "f:name": {},
-                        "f:ports": {"k:{\"containerPort\":80}": {".": {}, "f:containerPort": {}}}
+                        "f:ports": {"k:{\"containerPort\":80,\"protocol\":\"TCP\"}": {".": {}, "f:containerPort": {}}}
                     }},
                     "f:tolerations": {}
                 }

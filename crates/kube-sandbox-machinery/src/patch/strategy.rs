@@ -23,6 +23,27 @@
 //! | `status.addresses` (Node only) | key `type` |
 //! | anything else (`spec.tolerations`, `spec.taints`, `subsets`, ...) | atomic |
 
+/// Maps and structs that server-side apply treats as atomic (replaced whole, owned as one field):
+/// `metav1.LabelSelector` values (`podSelector`, `namespaceSelector`, workload `spec.selector`)
+/// and the `+mapType=atomic` Service `spec.selector`. Strategic merge patch still merges them,
+/// as the real server does (they carry no patch strategy).
+pub fn map_is_atomic(kind: &str, path: &[&str]) -> bool {
+    match path {
+        [.., "podSelector" | "namespaceSelector"] => true,
+        ["spec", "selector"] => matches!(
+            kind,
+            "Service"
+                | "Deployment"
+                | "ReplicaSet"
+                | "StatefulSet"
+                | "DaemonSet"
+                | "Job"
+                | "PodDisruptionBudget"
+        ),
+        _ => false,
+    }
+}
+
 /// How a list field merges.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ListStrategy {

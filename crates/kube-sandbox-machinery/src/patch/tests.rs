@@ -419,3 +419,108 @@ fn json_patch_test_null_on_missing_path_like_go() {
     let out = apply_patch(PatchType::Json, &cur, body, None).unwrap();
     assert_eq!(out["metadata"]["finalizers"], json!([]));
 }
+
+#[test]
+fn status_subresource_apply_entries_are_separate() {
+    let cur = json!({"apiVersion": "openstack.org/v1", "kind": "KuryrPort",
+                     "metadata": {"name": "kp"}, "spec": {"podUid": "u"}});
+    let body = br#"{"apiVersion":"openstack.org/v1","kind":"KuryrPort","status":{"ready":true}}"#;
+    let opts = ApplyOptions {
+        field_manager: "ctrl",
+        force: true,
+    };
+    let v = apply_patch_subresource(PatchType::Apply, &cur, body, Some(&opts), Some("status")).unwrap();
+    assert_eq!(v["status"]["ready"], true);
+    let e = entry(&v, "ctrl", "Apply").unwrap();
+    assert_eq!(e["subresource"], "status");
+    assert_eq!(e["fieldsV1"], json!({"f:status": {"f:ready": {}}}));
+    // The same manager applying the main resource gets its own entry.
+    let body = br#"{"apiVersion":"openstack.org/v1","kind":"KuryrPort","spec":{"podUid":"u"}}"#;
+    let v2 = apply_patch(PatchType::Apply, &v, body, Some(&opts)).unwrap();
+    let mf = v2["metadata"]["managedFields"].as_array().unwrap();
+    assert_eq!(mf.len(), 2, "{mf:?}");
+    assert_eq!(
+        v2["status"]["ready"], true,
+        "main apply without status keeps the status entry's field"
+    );
+}
+
+#[test]
+fn service_ports_are_keyed_by_port_and_protocol_under_apply() {
+    let body = r#"
+apiVersion: v1
+kind: Service
+metadata: {name: dns}
+spec:
+  ports:
+  - {name: dns, port: 53, protocol: UDP}
+  - {name: dns-tcp, port: 53, protocol: TCP}
+"#;
+    let v = ssa(&json!({}), body, "m", false).unwrap();
+    assert_eq!(v["spec"]["ports"].as_array().unwrap().len(), 2);
+    let e = entry(&v, "m", "Apply").unwrap();
+    let ports = e["fieldsV1"]["f:spec"]["f:ports"].as_object().unwrap();
+    assert!(
+        ports.contains_key(r#"k:{"port":53,"protocol":"UDP"}"#),
+        "{ports:?}"
+    );
+    assert!(
+        ports.contains_key(r#"k:{"port":53,"protocol":"TCP"}"#),
+        "{ports:?}"
+    );
+    // The stored object has protocol defaulted; an applied port without it matches TCP.
+    let mut stored = v.clone();
+    stored["spec"]["ports"][1]["targetPort"] = json!(5353);
+    let body2 = r#"
+apiVersion: v1
+kind: Service
+metadata: {name: dns}
+spec:
+  ports:
+  - {name: dns, port: 53, protocol: UDP}
+  - {name: dns-tcp, port: 53}
+"#;
+    let v2 = ssa(&stored, body2, "m", false).unwrap();
+    let ports = v2["spec"]["ports"].as_array().unwrap();
+    assert_eq!(ports.len(), 2, "{ports:?}");
+    assert_eq!(ports[1]["targetPort"], 5353);
+}
+
+#[test]
+fn apply_keeps_system_metadata_of_current() {
+    let mut cur = fresh();
+    cur["metadata"]["resourceVersion"] = json!("5");
+    cur["metadata"]["uid"] = json!("u-1");
+    cur["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
+    let body = DEPLOY_A.replace(
+        "  namespace: default\n",
+        "  namespace: default\n  resourceVersion: \"1\"\n  uid: other\n",
+    );
+    let v = ssa(&cur, &body, "kubectl", false).unwrap();
+    assert_eq!(v["metadata"]["resourceVersion"], "5");
+    assert_eq!(v["metadata"]["uid"], "u-1");
+    assert_eq!(v["metadata"]["creationTimestamp"], "2026-01-01T00:00:00Z");
+}
+
+#[test]
+fn service_selector_is_atomic_under_apply() {
+    let body =
+        "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec:\n  selector: {app: old, tier: fe}\n";
+    let v = ssa(&json!({}), body, "m", false).unwrap();
+    let e = entry(&v, "m", "Apply").unwrap();
+    assert_eq!(e["fieldsV1"], json!({"f:spec": {"f:selector": {}}}));
+    let body2 = "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec:\n  selector: {app: new}\n";
+    let v2 = ssa(&v, body2, "m", false).unwrap();
+    assert_eq!(
+        v2["spec"]["selector"],
+        json!({"app": "new"}),
+        "replaced, not merged"
+    );
+    // Another manager changing the selector conflicts on the whole map.
+    match ssa(&v2, body, "other", false) {
+        Err(PatchError::Conflict { conflicts }) => {
+            assert_eq!(conflicts, vec!["conflict with \"m\": .spec.selector".to_string()])
+        }
+        r => panic!("{r:?}"),
+    }
+}
