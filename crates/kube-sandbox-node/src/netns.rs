@@ -133,20 +133,12 @@ pub fn bind_in(
     tcp_ports: &[u16],
     udp_ports: &[u16],
 ) -> Result<BoundSockets, Error> {
-    let ns_path = ns_path.to_path_buf();
+    let path = ns_path.to_path_buf();
     let tcp_ports = tcp_ports.to_vec();
     let udp_ports = udp_ports.to_vec();
-    std::thread::spawn(move || -> Result<BoundSockets, Error> {
-        let file = std::fs::File::open(&ns_path).map_err(|source| Error::Open {
-            path: ns_path.clone(),
-            source,
-        })?;
-        nix::sched::setns(&file, CloneFlags::CLONE_NEWNET).map_err(|source| Error::Enter {
-            path: ns_path.clone(),
-            source,
-        })?;
+    run_in(ns_path, move || -> Result<BoundSockets, Error> {
         let bind_err = |proto, port| {
-            let path = ns_path.clone();
+            let path = path.clone();
             move |source| Error::Bind {
                 path,
                 proto,
@@ -169,9 +161,7 @@ pub fn bind_in(
             out.udp.push((port, s));
         }
         Ok(out)
-    })
-    .join()
-    .map_err(|_| Error::Thread)?
+    })?
 }
 
 /// Runs `f` on a dedicated thread inside the namespace at `ns_path` (for tests and tools that

@@ -1,0 +1,49 @@
+//! Optional plugin log file (`log_file` in the network config; `debug: true` adds request
+//! details). Never stdout (stdout is the CNI protocol) and never stderr noise by default.
+//!
+//! A few lines of std instead of `tracing-subscriber`: the plugin runs once per pod operation
+//! and writes at most a handful of lines; keeping it dependency-free keeps it small and fast.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// A line logger to an optional file.
+#[derive(Debug, Default)]
+pub struct Log {
+    file: Option<File>,
+    debug: bool,
+}
+
+impl Log {
+    /// Opens `path` for appending; failures to open silently disable logging (a log problem
+    /// must never fail a CNI call).
+    pub fn open(path: Option<&str>, debug: bool) -> Self {
+        let file = path
+            .filter(|p| !p.is_empty())
+            .and_then(|p| OpenOptions::new().create(true).append(true).open(p).ok());
+        Self { file, debug }
+    }
+
+    fn write(&mut self, level: &str, msg: &str) {
+        if let Some(f) = self.file.as_mut() {
+            let ts = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0);
+            let _ = writeln!(f, "{ts:.3} kuryr-cni[{}] {level} {msg}", std::process::id());
+        }
+    }
+
+    /// Always logged (when a file is configured).
+    pub fn info(&mut self, msg: &str) {
+        self.write("INFO", msg);
+    }
+
+    /// Logged with `debug: true` only.
+    pub fn debug(&mut self, msg: &str) {
+        if self.debug {
+            self.write("DEBUG", msg);
+        }
+    }
+}
