@@ -1,0 +1,87 @@
+//! The [`Neutron`] trait: the seam between the controller and Neutron.
+//!
+//! Methods return boxed futures rather than `async fn` so that the trait stays dyn-compatible:
+//! the controller holds an `Arc<dyn Neutron>` and swaps the real client for
+//! [`FakeNeutron`](crate::fake::FakeNeutron) in its unit tests without making every handler
+//! generic. One allocation per call is nothing next to an HTTP round trip.
+
+use crate::error::Result;
+use crate::model::{NetworkCreate, PortCreate, PortFilter, PortUpdate, ResourceFilter, SubnetCreate};
+use kuryr_core::neutron::{Network, Port, Subnet, TagMode};
+use std::future::Future;
+use std::pin::Pin;
+
+/// A boxed `Send` future, the return type of the [`Neutron`] methods.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What the controller does with Neutron. Every call is one HTTP request unless stated
+/// otherwise, is reported to the client's [`RequestObserver`](crate::RequestObserver), and
+/// fails with a typed [`Error`](crate::Error).
+pub trait Neutron: Send + Sync {
+    /// How tags reach created ports on this Neutron: from its extensions at connection time, then
+    /// confirmed (or corrected, once) by the first bulk create that carries tags.
+    fn tag_mode(&self) -> TagMode;
+
+    /// Extension aliases of this Neutron.
+    fn extensions(&self) -> BoxFuture<'_, Result<Vec<String>>>;
+
+    /// Ports matching `filter`, in ONE request — per
+    /// [`MAX_IDS_PER_REQUEST`](crate::client::MAX_IDS_PER_REQUEST) IDs when `filter.ids` is longer
+    /// (URL length).
+    fn list_ports<'a>(&'a self, filter: &'a PortFilter) -> BoxFuture<'a, Result<Vec<Port>>>;
+
+    /// One port.
+    fn get_port<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Port>>;
+
+    /// Creates all `ports` in ONE `POST /v2.0/ports` (all or nothing in Neutron). With
+    /// [`TagMode::AfterCreate`] each tagged port then gets one `PUT .../tags`; if tagging fails
+    /// the created ports are deleted (an untagged port would escape leak detection).
+    fn create_ports_bulk<'a>(&'a self, ports: &'a [PortCreate]) -> BoxFuture<'a, Result<Vec<Port>>>;
+
+    /// Updates the set fields of a port.
+    fn update_port<'a>(&'a self, id: &'a str, update: &'a PortUpdate) -> BoxFuture<'a, Result<Port>>;
+
+    /// Deletes a port; an already deleted port is success.
+    fn delete_port<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>>;
+
+    /// Replaces all tags of a port.
+    fn set_port_tags<'a>(&'a self, id: &'a str, tags: &'a [String]) -> BoxFuture<'a, Result<()>>;
+
+    /// One network.
+    fn get_network<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Network>>;
+
+    /// Networks matching `filter`.
+    fn list_networks<'a>(&'a self, filter: &'a ResourceFilter) -> BoxFuture<'a, Result<Vec<Network>>>;
+
+    /// Creates a network (tags in the body or right after, per [`Neutron::tag_mode`]).
+    fn create_network<'a>(&'a self, network: &'a NetworkCreate) -> BoxFuture<'a, Result<Network>>;
+
+    /// Deletes a network; an already deleted network is success.
+    fn delete_network<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>>;
+
+    /// One subnet.
+    fn get_subnet<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Subnet>>;
+
+    /// Subnets matching `filter`.
+    fn list_subnets<'a>(&'a self, filter: &'a ResourceFilter) -> BoxFuture<'a, Result<Vec<Subnet>>>;
+
+    /// Creates a subnet (from a subnet pool or a CIDR).
+    fn create_subnet<'a>(&'a self, subnet: &'a SubnetCreate) -> BoxFuture<'a, Result<Subnet>>;
+
+    /// Deletes a subnet; an already deleted subnet is success.
+    fn delete_subnet<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>>;
+
+    /// Attaches a subnet to a router; returns the router's port ID on that subnet.
+    fn add_router_interface<'a>(
+        &'a self,
+        router_id: &'a str,
+        subnet_id: &'a str,
+    ) -> BoxFuture<'a, Result<String>>;
+
+    /// Detaches a subnet from a router; an interface that is already gone is success.
+    fn remove_router_interface<'a>(
+        &'a self,
+        router_id: &'a str,
+        subnet_id: &'a str,
+    ) -> BoxFuture<'a, Result<()>>;
+}

@@ -1,0 +1,376 @@
+//! The fake's [`Neutron`] operations: each one runs under the state lock through
+//! `FakeNeutron::run` (call counting, injected faults, observation).
+
+use super::*;
+
+fn create_port(st: &mut State, op: &'static str, req: &PortCreate) -> Result<Port> {
+    let net = st
+        .networks
+        .get(&req.network_id)
+        .cloned()
+        .ok_or_else(|| not_found(op, "NetworkNotFound", &req.network_id))?;
+    let subnet_ids: Vec<String> = if req.subnet_ids.is_empty() {
+        st.subnets
+            .values()
+            .find(|s| s.network_id == net.id)
+            .map(|s| vec![s.id.clone()])
+            .unwrap_or_default()
+    } else {
+        req.subnet_ids.clone()
+    };
+    let mut fixed_ips = Vec::new();
+    for sid in &subnet_ids {
+        let subnet = st
+            .subnets
+            .get(sid)
+            .ok_or_else(|| not_found(op, "SubnetNotFound", sid))?;
+        if subnet.network_id != net.id {
+            return Err(bad_request(
+                op,
+                format!("subnet {sid} is not on network {}", net.id),
+            ));
+        }
+        let Some(cidr) = Cidr::parse(&subnet.cidr) else {
+            continue;
+        };
+        let used: Vec<String> = st
+            .ports
+            .values()
+            .flat_map(|p| p.fixed_ips.iter())
+            .filter(|ip| &ip.subnet_id == sid)
+            .map(|ip| ip.ip_address.clone())
+            .collect();
+        let ip = cidr
+            .next_free(subnet.gateway_ip.as_deref(), &used)
+            .ok_or_else(|| Error::Conflict {
+                op,
+                kind: "IpAddressGenerationFailure".into(),
+                message: format!("No more IP addresses available on network {}.", net.id),
+            })?;
+        fixed_ips.push(FixedIp {
+            subnet_id: sid.clone(),
+            ip_address: ip.to_string(),
+        });
+    }
+    let id = st.new_id();
+    let n = st.next_id;
+    let host = req.binding_host_id.clone().unwrap_or_default();
+    let project = req.project_id.clone().unwrap_or_else(|| net.project_id.clone());
+    let port = Port {
+        id: id.clone(),
+        name: req.name.clone().unwrap_or_default(),
+        network_id: net.id.clone(),
+        project_id: project.clone(),
+        tenant_id: project,
+        mac_address: format!(
+            "fa:16:3e:{:02x}:{:02x}:{:02x}",
+            (n >> 16) & 0xff,
+            (n >> 8) & 0xff,
+            n & 0xff
+        ),
+        fixed_ips,
+        security_groups: req
+            .security_groups
+            .clone()
+            .unwrap_or_else(|| vec!["default".into()]),
+        status: "DOWN".into(),
+        device_owner: req.device_owner.clone().unwrap_or_default(),
+        device_id: req.device_id.clone().unwrap_or_default(),
+        binding_vif_type: if host.is_empty() { "unbound" } else { "ovs" }.into(),
+        binding_vif_details: if host.is_empty() {
+            Map::new()
+        } else {
+            let mut m = Map::new();
+            m.insert("port_filter".into(), json!(true));
+            m.insert("bridge_name".into(), json!("br-int"));
+            m
+        },
+        binding_host_id: host,
+        tags: req.tags.clone(),
+        admin_state_up: req.admin_state_up.unwrap_or(true),
+        ..Default::default()
+    };
+    st.ports.insert(id, port.clone());
+    Ok(port)
+}
+
+impl Neutron for FakeNeutron {
+    fn tag_mode(&self) -> TagMode {
+        self.tag_mode
+    }
+
+    fn extensions(&self) -> BoxFuture<'_, Result<Vec<String>>> {
+        let mode = self.tag_mode;
+        self.run(ops::EXTENSION_LIST, move |_| {
+            let mut v = vec!["standard-attr-tag".to_string(), "trunk".into(), "binding".into()];
+            if mode == TagMode::InCreateBody {
+                v.push("tag-ports-during-bulk-creation".into());
+            }
+            Ok(v)
+        })
+    }
+
+    fn list_ports<'a>(&'a self, f: &'a PortFilter) -> BoxFuture<'a, Result<Vec<Port>>> {
+        self.run(ops::PORT_LIST, move |st| {
+            Ok(st
+                .ports
+                .values()
+                .filter(|p| f.ids.is_empty() || f.ids.contains(&p.id))
+                .filter(|p| eq_opt(&f.network_id, &p.network_id) && eq_opt(&f.project_id, &p.project_id))
+                .filter(|p| eq_opt(&f.device_owner, &p.device_owner) && eq_opt(&f.device_id, &p.device_id))
+                .filter(|p| eq_opt(&f.status, &p.status) && eq_opt(&f.binding_host_id, &p.binding_host_id))
+                .filter(|p| eq_opt(&f.name, &p.name))
+                .filter(|p| tags_match(&p.tags, &f.tags, &f.tags_any, &f.not_tags))
+                .map(|p| project_fields(p, &f.fields))
+                .collect())
+        })
+    }
+
+    fn get_port<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Port>> {
+        self.run(ops::PORT_GET, move |st| {
+            st.ports
+                .get(id)
+                .cloned()
+                .ok_or_else(|| not_found(ops::PORT_GET, "PortNotFound", id))
+        })
+    }
+
+    fn create_ports_bulk<'a>(&'a self, ports: &'a [PortCreate]) -> BoxFuture<'a, Result<Vec<Port>>> {
+        self.run(ops::PORT_BULK_CREATE, move |st| {
+            let mut created: Vec<Port> = Vec::with_capacity(ports.len());
+            for req in ports {
+                match create_port(st, ops::PORT_BULK_CREATE, req) {
+                    Ok(p) => created.push(p),
+                    Err(e) => {
+                        // Neutron's bulk create is all or nothing.
+                        for p in &created {
+                            st.ports.remove(&p.id);
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+            Ok(created)
+        })
+    }
+
+    fn update_port<'a>(&'a self, id: &'a str, u: &'a PortUpdate) -> BoxFuture<'a, Result<Port>> {
+        self.run(ops::PORT_UPDATE, move |st| {
+            let p = st
+                .ports
+                .get_mut(id)
+                .ok_or_else(|| not_found(ops::PORT_UPDATE, "PortNotFound", id))?;
+            if let Some(v) = &u.name {
+                p.name = v.clone();
+            }
+            if let Some(v) = &u.device_id {
+                p.device_id = v.clone();
+            }
+            if let Some(v) = &u.security_groups {
+                p.security_groups = v.clone();
+            }
+            if let Some(v) = &u.binding_host_id {
+                p.binding_host_id = v.clone();
+                p.binding_vif_type = if v.is_empty() { "unbound" } else { "ovs" }.into();
+            }
+            if let Some(v) = &u.description {
+                p.extra.insert("description".into(), json!(v));
+            }
+            Ok(p.clone())
+        })
+    }
+
+    fn delete_port<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
+        self.run(ops::PORT_DELETE, move |st| {
+            st.ports.remove(id);
+            Ok(())
+        })
+    }
+
+    fn set_port_tags<'a>(&'a self, id: &'a str, tags: &'a [String]) -> BoxFuture<'a, Result<()>> {
+        self.run(ops::PORT_SET_TAGS, move |st| {
+            let p = st
+                .ports
+                .get_mut(id)
+                .ok_or_else(|| not_found(ops::PORT_SET_TAGS, "PortNotFound", id))?;
+            p.tags = tags.to_vec();
+            Ok(())
+        })
+    }
+
+    fn get_network<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Network>> {
+        self.run(ops::NETWORK_GET, move |st| {
+            st.networks
+                .get(id)
+                .cloned()
+                .ok_or_else(|| not_found(ops::NETWORK_GET, "NetworkNotFound", id))
+        })
+    }
+
+    fn list_networks<'a>(&'a self, f: &'a ResourceFilter) -> BoxFuture<'a, Result<Vec<Network>>> {
+        self.run(ops::NETWORK_LIST, move |st| {
+            Ok(st
+                .networks
+                .values()
+                .filter(|n| f.ids.is_empty() || f.ids.contains(&n.id))
+                .filter(|n| eq_opt(&f.name, &n.name) && eq_opt(&f.project_id, &n.project_id))
+                .filter(|n| tags_match(&n.tags, &f.tags, &f.tags_any, &[]))
+                .cloned()
+                .collect())
+        })
+    }
+
+    fn create_network<'a>(&'a self, req: &'a NetworkCreate) -> BoxFuture<'a, Result<Network>> {
+        self.run(ops::NETWORK_CREATE, move |st| {
+            let mut net = Network {
+                id: st.new_id(),
+                name: req.name.clone(),
+                mtu: Some(req.mtu.map_or(1442, i64::from)),
+                tags: req.tags.clone(),
+                project_id: req.project_id.clone().unwrap_or_else(|| "fake-project".into()),
+                ..Default::default()
+            };
+            if let Some(d) = &req.description {
+                net.extra.insert("description".into(), json!(d));
+            }
+            st.networks.insert(net.id.clone(), net.clone());
+            Ok(net)
+        })
+    }
+
+    fn delete_network<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
+        self.run(ops::NETWORK_DELETE, move |st| {
+            if st.ports.values().any(|p| p.network_id == id) {
+                return Err(Error::Conflict {
+                    op: ops::NETWORK_DELETE,
+                    kind: "NetworkInUse".into(),
+                    message: format!("Unable to complete operation on network {id}. There are one or more ports still in use on the network."),
+                });
+            }
+            st.subnets.retain(|_, s| s.network_id != id);
+            st.networks.remove(id);
+            Ok(())
+        })
+    }
+
+    fn get_subnet<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Subnet>> {
+        self.run(ops::SUBNET_GET, move |st| {
+            st.subnets
+                .get(id)
+                .cloned()
+                .ok_or_else(|| not_found(ops::SUBNET_GET, "SubnetNotFound", id))
+        })
+    }
+
+    fn list_subnets<'a>(&'a self, f: &'a ResourceFilter) -> BoxFuture<'a, Result<Vec<Subnet>>> {
+        self.run(ops::SUBNET_LIST, move |st| {
+            Ok(st
+                .subnets
+                .values()
+                .filter(|s| f.ids.is_empty() || f.ids.contains(&s.id))
+                .filter(|s| eq_opt(&f.network_id, &s.network_id))
+                .filter(|s| eq_opt(&f.subnetpool_id, s.subnetpool_id.as_deref().unwrap_or_default()))
+                .filter(|s| {
+                    eq_opt(
+                        &f.name,
+                        s.extra.get("name").and_then(Value::as_str).unwrap_or_default(),
+                    )
+                })
+                .filter(|s| tags_match(&s.tags, &f.tags, &f.tags_any, &[]))
+                .cloned()
+                .collect())
+        })
+    }
+
+    fn create_subnet<'a>(&'a self, req: &'a SubnetCreate) -> BoxFuture<'a, Result<Subnet>> {
+        self.run(ops::SUBNET_CREATE, move |st| {
+            let op = ops::SUBNET_CREATE;
+            if !st.networks.contains_key(&req.network_id) {
+                return Err(not_found(op, "NetworkNotFound", &req.network_id));
+            }
+            let taken: Vec<Cidr> = st.subnets.values().filter_map(|s| Cidr::parse(&s.cidr)).collect();
+            let cidr = match (&req.cidr, &req.subnetpool_id) {
+                (Some(c), _) => Cidr::parse(c).ok_or_else(|| bad_request(op, format!("invalid cidr {c}")))?,
+                (None, Some(pool_id)) => {
+                    let pool = st
+                        .pools
+                        .get(pool_id)
+                        .cloned()
+                        .ok_or_else(|| not_found(op, "SubnetPoolNotFound", pool_id))?;
+                    pool.cidr
+                        .carve(req.prefixlen.unwrap_or(pool.default_prefixlen), &taken)
+                        .ok_or_else(|| Error::Conflict {
+                            op,
+                            kind: "SubnetAllocationError".into(),
+                            message: format!("no free prefix in subnet pool {pool_id}"),
+                        })?
+                }
+                (None, None) => return Err(bad_request(op, "a cidr or a subnetpool_id is required".into())),
+            };
+            let mut subnet = Subnet {
+                id: st.new_id(),
+                network_id: req.network_id.clone(),
+                cidr: cidr.to_string(),
+                gateway_ip: Some(cidr.first_host().to_string()),
+                ip_version: Some(4),
+                subnetpool_id: req.subnetpool_id.clone(),
+                tags: req.tags.clone(),
+                ..Default::default()
+            };
+            subnet.extra.insert("name".into(), json!(req.name));
+            st.subnets.insert(subnet.id.clone(), subnet.clone());
+            Ok(subnet)
+        })
+    }
+
+    fn delete_subnet<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
+        self.run(ops::SUBNET_DELETE, move |st| {
+            let in_use = st.ports.values().any(|p| p.fixed_ips.iter().any(|ip| ip.subnet_id == id))
+                || st.router_interfaces.keys().any(|(_, s)| s == id);
+            if in_use {
+                return Err(Error::Conflict {
+                    op: ops::SUBNET_DELETE,
+                    kind: "SubnetInUse".into(),
+                    message: format!("Unable to complete operation on subnet {id}: One or more ports have an IP allocation from this subnet."),
+                });
+            }
+            st.subnets.remove(id);
+            Ok(())
+        })
+    }
+
+    fn add_router_interface<'a>(
+        &'a self,
+        router_id: &'a str,
+        subnet_id: &'a str,
+    ) -> BoxFuture<'a, Result<String>> {
+        self.run(ops::ROUTER_ADD_INTERFACE, move |st| {
+            let op = ops::ROUTER_ADD_INTERFACE;
+            if !st.subnets.contains_key(subnet_id) {
+                return Err(not_found(op, "SubnetNotFound", subnet_id));
+            }
+            let key = (router_id.to_string(), subnet_id.to_string());
+            if st.router_interfaces.contains_key(&key) {
+                return Err(bad_request(
+                    op,
+                    format!("Router {router_id} already has a port on subnet {subnet_id}."),
+                ));
+            }
+            let port_id = st.new_id();
+            st.router_interfaces.insert(key, port_id.clone());
+            Ok(port_id)
+        })
+    }
+
+    fn remove_router_interface<'a>(
+        &'a self,
+        router_id: &'a str,
+        subnet_id: &'a str,
+    ) -> BoxFuture<'a, Result<()>> {
+        self.run(ops::ROUTER_REMOVE_INTERFACE, move |st| {
+            st.router_interfaces
+                .remove(&(router_id.to_string(), subnet_id.to_string()));
+            Ok(())
+        })
+    }
+}

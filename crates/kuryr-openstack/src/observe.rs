@@ -1,0 +1,144 @@
+//! Request observation: every Neutron call (real or fake) reports its operation, outcome and
+//! duration to a [`RequestObserver`]; the controller implements it with its metrics registry.
+
+use crate::error::Result;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Operation names (the `operation` label of request metrics).
+pub mod ops {
+    /// `GET /v2.0/extensions`.
+    pub const EXTENSION_LIST: &str = "extension_list";
+    /// `GET /v2.0/ports?...`.
+    pub const PORT_LIST: &str = "port_list";
+    /// `GET /v2.0/ports/{id}`.
+    pub const PORT_GET: &str = "port_get";
+    /// `POST /v2.0/ports` with `{"ports": [...]}`.
+    pub const PORT_BULK_CREATE: &str = "port_bulk_create";
+    /// `PUT /v2.0/ports/{id}`.
+    pub const PORT_UPDATE: &str = "port_update";
+    /// `DELETE /v2.0/ports/{id}`.
+    pub const PORT_DELETE: &str = "port_delete";
+    /// `PUT /v2.0/ports/{id}/tags`.
+    pub const PORT_SET_TAGS: &str = "port_set_tags";
+    /// `GET /v2.0/networks/{id}`.
+    pub const NETWORK_GET: &str = "network_get";
+    /// `GET /v2.0/networks?...`.
+    pub const NETWORK_LIST: &str = "network_list";
+    /// `POST /v2.0/networks`.
+    pub const NETWORK_CREATE: &str = "network_create";
+    /// `DELETE /v2.0/networks/{id}`.
+    pub const NETWORK_DELETE: &str = "network_delete";
+    /// `PUT /v2.0/networks/{id}/tags`.
+    pub const NETWORK_SET_TAGS: &str = "network_set_tags";
+    /// `GET /v2.0/subnets/{id}`.
+    pub const SUBNET_GET: &str = "subnet_get";
+    /// `GET /v2.0/subnets?...`.
+    pub const SUBNET_LIST: &str = "subnet_list";
+    /// `POST /v2.0/subnets`.
+    pub const SUBNET_CREATE: &str = "subnet_create";
+    /// `DELETE /v2.0/subnets/{id}`.
+    pub const SUBNET_DELETE: &str = "subnet_delete";
+    /// `PUT /v2.0/subnets/{id}/tags`.
+    pub const SUBNET_SET_TAGS: &str = "subnet_set_tags";
+    /// `PUT /v2.0/routers/{id}/add_router_interface`.
+    pub const ROUTER_ADD_INTERFACE: &str = "router_add_interface";
+    /// `PUT /v2.0/routers/{id}/remove_router_interface`.
+    pub const ROUTER_REMOVE_INTERFACE: &str = "router_remove_interface";
+}
+
+/// Receives one call per request. Must be cheap and must not block.
+pub trait RequestObserver: Send + Sync {
+    /// `outcome` is `ok` or [`Error::metric_label`](crate::Error::metric_label).
+    fn observe(&self, operation: &'static str, outcome: &'static str, elapsed: Duration);
+}
+
+/// Observer that drops everything.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoopObserver;
+
+impl RequestObserver for NoopObserver {
+    fn observe(&self, _: &'static str, _: &'static str, _: Duration) {}
+}
+
+/// What [`CountingObserver`] recorded: `(operation, outcome)` → `(count, total time)`.
+pub type Observations = BTreeMap<(&'static str, &'static str), (u64, Duration)>;
+
+/// In-memory observer for tests: counts and total time per `(operation, outcome)`.
+#[derive(Debug, Default)]
+pub struct CountingObserver {
+    seen: Mutex<Observations>,
+}
+
+impl CountingObserver {
+    /// Number of requests of `operation` that ended with `outcome`.
+    pub fn count(&self, operation: &str, outcome: &str) -> u64 {
+        self.snapshot()
+            .iter()
+            .filter(|((o, r), _)| *o == operation && *r == outcome)
+            .map(|(_, (n, _))| n)
+            .sum()
+    }
+
+    /// Number of requests of `operation`, any outcome.
+    pub fn total(&self, operation: &str) -> u64 {
+        self.snapshot()
+            .iter()
+            .filter(|((o, _), _)| *o == operation)
+            .map(|(_, (n, _))| n)
+            .sum()
+    }
+
+    /// Everything recorded so far.
+    pub fn snapshot(&self) -> Observations {
+        match self.seen.lock() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+}
+
+impl RequestObserver for CountingObserver {
+    fn observe(&self, operation: &'static str, outcome: &'static str, elapsed: Duration) {
+        let mut g = match self.seen.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let e = g.entry((operation, outcome)).or_default();
+        e.0 += 1;
+        e.1 += elapsed;
+    }
+}
+
+/// Runs one request, then reports it to `observer` and logs it at debug level.
+pub async fn observed<T, F>(observer: &dyn RequestObserver, operation: &'static str, fut: F) -> Result<T>
+where
+    F: Future<Output = Result<T>>,
+{
+    let start = Instant::now();
+    let result = fut.await;
+    let elapsed = start.elapsed();
+    let outcome = match &result {
+        Ok(_) => "ok",
+        Err(e) => e.metric_label(),
+    };
+    observer.observe(operation, outcome, elapsed);
+    match &result {
+        Ok(_) => tracing::debug!(
+            operation,
+            outcome,
+            elapsed_ms = elapsed.as_millis() as u64,
+            "neutron request"
+        ),
+        Err(e) => tracing::debug!(
+            operation,
+            outcome,
+            elapsed_ms = elapsed.as_millis() as u64,
+            error = %e,
+            "neutron request failed"
+        ),
+    }
+    result
+}
