@@ -1,0 +1,107 @@
+//! The health server (`[health_server] port`, upstream's health manager): `GET /ready` answers
+//! 200 once the KuryrPort CRD is served and the watchers have synced, `GET /alive` answers 200
+//! until a handler loop has died.
+
+use std::sync::{
+    Arc, Mutex,
+    atomic::{AtomicUsize, Ordering},
+};
+
+use axum::{Router, extract::State, http::StatusCode, routing::get};
+use kube::{Api, Client, api::ListParams};
+use kuryr_types::KuryrPort;
+
+/// Readiness and liveness state shared by the handlers and the health server.
+pub struct Health {
+    client: Client,
+    /// Handlers whose watchers have not synced yet.
+    unsynced: AtomicUsize,
+    /// Handlers whose loop has ended.
+    dead: Mutex<Vec<String>>,
+}
+
+impl Health {
+    /// New state expecting `watchers` watchers to report [`Health::synced`].
+    pub fn new(client: Client, watchers: usize) -> Self {
+        Self {
+            client,
+            unsynced: AtomicUsize::new(watchers),
+            dead: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// One watcher has listed everything once.
+    pub fn synced(&self) {
+        // Saturating: a restarted handler reporting twice must not wrap around.
+        let _ = self
+            .unsynced
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| Some(n.saturating_sub(1)));
+    }
+
+    /// `handler`'s loop has ended: `/alive` fails from now on.
+    pub fn handler_died(&self, handler: &str) {
+        if let Ok(mut dead) = self.dead.lock() {
+            dead.push(handler.to_owned());
+        }
+    }
+
+    /// Names of the handlers whose loop has ended.
+    pub fn dead_handlers(&self) -> Vec<String> {
+        self.dead.lock().map(|d| d.clone()).unwrap_or_default()
+    }
+
+    /// `(status, message)` of `GET /ready`.
+    pub async fn ready(&self) -> (StatusCode, String) {
+        let api: Api<KuryrPort> = Api::all(self.client.clone());
+        match api.list_metadata(&ListParams::default().limit(1)).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                return (
+                    StatusCode::NOT_FOUND,
+                    "KuryrPort CRD (kuryrports.openstack.org) is not installed.".into(),
+                );
+            }
+            Err(e) => {
+                return (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("Error when processing k8s healthz request: {e}"),
+                );
+            }
+        }
+        let unsynced = self.unsynced.load(Ordering::SeqCst);
+        if unsynced > 0 {
+            return (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("{unsynced} watcher(s) not synced yet."),
+            );
+        }
+        (StatusCode::OK, "ok".into())
+    }
+
+    /// `(status, message)` of `GET /alive`.
+    pub fn alive(&self) -> (StatusCode, String) {
+        let dead = self.dead_handlers();
+        if dead.is_empty() {
+            (StatusCode::OK, "ok".into())
+        } else {
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("handler(s) not alive: {}", dead.join(", ")),
+            )
+        }
+    }
+}
+
+/// Router serving `GET /ready` and `GET /alive`.
+pub fn router(health: Arc<Health>) -> Router {
+    Router::new()
+        .route(
+            "/ready",
+            get(|State(h): State<Arc<Health>>| async move { h.ready().await }),
+        )
+        .route(
+            "/alive",
+            get(|State(h): State<Arc<Health>>| async move { h.alive() }),
+        )
+        .with_state(health)
+}

@@ -1,0 +1,55 @@
+//! kuryr-controller: turns Kubernetes objects into Kuryr CRDs and OpenStack resources.
+//!
+//! * [`cli`] — command line, configuration loading and the process wiring used by `main`;
+//! * [`kubeclient`] — the Kubernetes client from `--kubeconfig` or `[kubernetes]` options;
+//! * [`handlers`] — one reconciler per watched kind ([`handlers::pod`] so far);
+//! * [`health`] — `/ready` and `/alive`; [`metrics`] — `/metrics`.
+
+pub mod cli;
+pub mod handlers;
+pub mod health;
+pub mod kubeclient;
+pub mod metrics;
+
+use std::sync::Arc;
+
+use kube::{
+    Client,
+    runtime::events::{Recorder, Reporter},
+};
+
+/// Name the controller reports itself as (Event source, field manager).
+pub const COMPONENT: &str = "kuryr-controller";
+
+/// What every handler needs: the client, the configuration, metrics, the Event recorder and
+/// the health state.
+pub struct Context {
+    /// Kubernetes client.
+    pub client: Client,
+    /// Loaded `kuryr.conf`.
+    pub config: Arc<kuryr_config::Config>,
+    /// Prometheus metrics.
+    pub metrics: Arc<metrics::Metrics>,
+    /// Records Events on the objects handled.
+    pub recorder: Recorder,
+    /// Readiness and liveness.
+    pub health: Arc<health::Health>,
+}
+
+impl Context {
+    /// A context for `client` and `config`, with fresh metrics and a health state expecting
+    /// `watchers` watchers to sync.
+    pub fn new(client: Client, config: Arc<kuryr_config::Config>, watchers: usize) -> Self {
+        let reporter = Reporter {
+            controller: COMPONENT.into(),
+            instance: None,
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            health: Arc::new(health::Health::new(client.clone(), watchers)),
+            metrics: Arc::new(metrics::Metrics::default()),
+            client,
+            config,
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! `kuryr-controller`: loads kuryr.conf (exiting with every error listed if it is wrong), then
+//! runs the handlers, the health server and the metrics server.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use kuryr_controller::cli::{self, Args};
+use tracing_subscriber::EnvFilter;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    // Configuration first: nothing is touched when it is wrong.
+    let config = match cli::load_config(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("kuryr-controller: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    // kube and any reqwest-based client must agree on one process-wide rustls provider.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    match cli::run(&args, config).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let mut msg = format!("kuryr-controller: {e}");
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                msg.push_str(&format!(": {s}"));
+                source = s.source();
+            }
+            eprintln!("{msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
