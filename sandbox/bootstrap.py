@@ -98,9 +98,9 @@ def ensure_keystone(admin, password):
             if not idn.validate_user_has_project_role(proj, u, role):
                 log(f"granting admin on {proj} to {uname}")
                 idn.assign_project_role_to_user(proj, u, role)
-            # Pitfall 3: an assignment once failed silently; verify it.
-            if not idn.validate_user_has_project_role(proj, u, role):
-                raise SystemExit(f"role assignment admin/{uname}/{proj} did not stick")
+                # Pitfall 3: an assignment once failed silently; verify the one just made.
+                if not idn.validate_user_has_project_role(proj, u, role):
+                    raise SystemExit(f"role assignment admin/{uname}/{proj} did not stick")
     for stype, (sname, url) in ENDPOINTS.items():
         svc = next(iter(idn.services(type=stype)), None)
         if svc is None:

@@ -13,8 +13,6 @@ use crate::{error::Cause, meta, registry::ResourceInfo};
 pub struct Allocs {
     /// ClusterIPs from the service CIDR.
     pub ips: ClusterIpAllocator,
-    /// The service CIDR.
-    pub cidr: ipnet::IpNet,
     /// NodePorts in use.
     pub node_ports: BTreeSet<u16>,
 }
@@ -27,7 +25,6 @@ impl Allocs {
     pub fn new(cidr: ipnet::IpNet) -> Self {
         Self {
             ips: ClusterIpAllocator::new(cidr),
-            cidr,
             node_ports: BTreeSet::new(),
         }
     }

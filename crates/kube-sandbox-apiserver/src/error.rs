@@ -24,15 +24,6 @@ pub enum Error {
     /// Writing the kubeconfig (or the CA next to it) failed.
     #[error("writing kubeconfig: {0}")]
     Kubeconfig(#[source] kube_sandbox_machinery::tls::TlsError),
-    /// Creating the kubeconfig directory failed.
-    #[error("creating {path}: {source}")]
-    CreateDir {
-        /// The directory.
-        path: String,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
     /// Waiting for a shutdown signal failed.
     #[error("waiting for signals: {0}")]
     Signal(#[source] std::io::Error),

@@ -158,12 +158,7 @@ pub async fn start(config: Config) -> Result<RunningServer, Error> {
     };
     let scheme = if config.tls { "https" } else { "http" };
     let url = format!("{scheme}://{server_address}");
-    if let Some(dir) = config.kubeconfig.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|source| Error::CreateDir {
-            path: dir.display().to_string(),
-            source,
-        })?;
-    }
+    // write_kubeconfig creates the directory itself.
     kube_sandbox_machinery::tls::write_kubeconfig(
         &config.kubeconfig,
         &url,

@@ -63,10 +63,7 @@ pub fn dns1123_subdomain(name: &str) -> Option<String> {
     if name.len() > 253 {
         return Some("must be no more than 253 characters".into());
     }
-    let ok = !name.is_empty()
-        && name.split('.').all(|l| {
-            !l.is_empty() && l.chars().all(is_label_char) && !l.starts_with('-') && !l.ends_with('-')
-        });
+    let ok = kube_sandbox_machinery::selectors::is_dns1123_subdomain(name);
     (!ok).then(|| "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".into())
 }
 

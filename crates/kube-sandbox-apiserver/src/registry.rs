@@ -483,11 +483,6 @@ impl Registry {
     pub fn unregister(&self, key: &ResKey) {
         self.crds.write().remove(key);
     }
-
-    /// True when `key` is a built-in resource.
-    pub fn is_builtin(&self, key: &ResKey) -> bool {
-        self.builtin.iter().any(|r| r.group == key.0 && r.plural == key.1)
-    }
 }
 
 #[cfg(test)]

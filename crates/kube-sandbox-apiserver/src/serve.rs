@@ -5,30 +5,16 @@ use std::sync::Arc;
 
 use axum::Router;
 use hyper_util::{rt::TokioIo, service::TowerToHyperService};
-use kube_sandbox_machinery::tls::{TlsError, TlsMaterial};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
+use kube_sandbox_machinery::tls::TlsMaterial;
 use tokio::{net::TcpListener, sync::watch, task::JoinSet};
 use tokio_rustls::TlsAcceptor;
 use tracing::debug;
 
 use crate::error::Error;
 
-/// Builds the rustls acceptor from PEM material (HTTP/1.1 only).
+/// Builds the rustls acceptor from PEM material (HTTP/1.1 only; the config is machinery's).
 pub fn tls_acceptor(m: &TlsMaterial) -> Result<TlsAcceptor, Error> {
-    let cfg_err = |e: String| Error::Tls(TlsError::Config(e));
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(m.cert_pem.as_bytes())
-        .collect::<Result<_, _>>()
-        .map_err(|e| cfg_err(format!("server certificate: {e}")))?;
-    let key = PrivateKeyDer::from_pem_slice(m.key_pem.as_bytes())
-        .map_err(|e| cfg_err(format!("server key: {e}")))?;
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| cfg_err(e.to_string()))?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .map_err(|e| cfg_err(e.to_string()))?;
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let cfg = kube_sandbox_machinery::tls::server_config(m).map_err(Error::Tls)?;
     Ok(TlsAcceptor::from(Arc::new(cfg)))
 }
 

@@ -53,3 +53,16 @@ impl Context {
         }
     }
 }
+
+/// An error and its `source()` chain on one line (`outer: cause: root cause`), for logs, Events
+/// and the exit message.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}

@@ -27,13 +27,7 @@ async fn main() -> ExitCode {
     match cli::run(&args, config).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let mut msg = format!("kuryr-controller: {e}");
-            let mut source = std::error::Error::source(&e);
-            while let Some(s) = source {
-                msg.push_str(&format!(": {s}"));
-                source = s.source();
-            }
-            eprintln!("{msg}");
+            eprintln!("kuryr-controller: {}", kuryr_controller::error_chain(&e));
             ExitCode::FAILURE
         }
     }

@@ -354,6 +354,11 @@ pub async fn run_node(
     };
     let since = jiff::Timestamp::now();
     let node_uid = register::register(&client, &id, since).await?;
+    // Take the lease now: the heartbeat's first tick would otherwise find it missing and
+    // register the Node a second time.
+    if let Err(e) = register::renew_lease(&client, &id, &node_uid).await {
+        warn!(error = %e, "initial lease renewal failed");
+    }
     info!(node = %cfg.name, ip = %cfg.node_ip, "node registered");
     let forwarder = match (&cfg.host_netns, cfg.apiserver_forward) {
         (Some(ns), Some(addr)) => Some(forward::start(ns, addr).await?),
@@ -378,6 +383,7 @@ pub async fn run_node(
         tokio::spawn(async move {
             let mut lease = tokio::time::interval(ctx.cfg.lease_interval);
             let mut status = tokio::time::interval(ctx.cfg.status_interval);
+            lease.tick().await;
             status.tick().await;
             loop {
                 tokio::select! {
@@ -385,8 +391,8 @@ pub async fn run_node(
                         match register::renew_lease(&ctx.client, &id, &node_uid).await {
                             Ok(false) => {}
                             Ok(true) => {
-                                // The lease was gone (first run, or the API server lost its
-                                // state): make sure the Node is there too.
+                                // The lease was gone (the API server lost its state, or someone
+                                // deleted it): make sure the Node is there too.
                                 match register::register(&ctx.client, &id, since).await {
                                     Ok(uid) => node_uid = uid,
                                     Err(e) => warn!(error = %e, "node registration failed"),

@@ -226,13 +226,14 @@ pub async fn reconcile(pod: Arc<Pod>, hctx: Arc<PodContext>) -> Result<Action, E
         Ok(_) => ctx.metrics.reconciled(HANDLER, "ok"),
         Err(e) => {
             ctx.metrics.reconciled(HANDLER, e.metric_label());
+            let chain = crate::error_chain(e);
             warn!(ns = pod.namespace().unwrap_or_default(), pod = %pod.name_any(),
-                error = %error_chain(e), "pod handler failed");
+                error = %chain, "pod handler failed");
             if ctx.config.kubernetes.use_events {
                 let event = Event {
                     type_: EventType::Warning,
                     reason: e.event_reason().into(),
-                    note: Some(error_chain(e)),
+                    note: Some(chain),
                     action: "Reconcile".into(),
                     secondary: None,
                 };
@@ -243,18 +244,6 @@ pub async fn reconcile(pod: Arc<Pod>, hctx: Arc<PodContext>) -> Result<Action, E
         }
     }
     res
-}
-
-/// `error: cause: cause…` on one line.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 /// Requeue policy of the pod handler.

@@ -19,9 +19,10 @@ type SubsetParts = (Vec<EndpointPort>, Vec<EndpointAddress>, Vec<EndpointAddress
 /// Ports and endpoints of one EndpointSlice.
 pub type SliceContent = (Vec<SlicePort>, Vec<Endpoint>);
 
-/// One selected pod as an endpoint.
+/// One selected pod as an endpoint (computed once per service and pass by [`pod_endpoints`],
+/// then rendered both as Endpoints subsets and as EndpointSlices).
 #[derive(Debug, Clone, PartialEq)]
-struct PodEndpoint {
+pub struct PodEndpoint {
     ip: String,
     ready: bool,
     terminating: bool,
@@ -87,7 +88,8 @@ fn resolve_port(sp: &k8s_openapi::api::core::v1::ServicePort, pod: &Pod) -> Opti
     }
 }
 
-fn pod_endpoints(svc: &Service, pods: &[Arc<Pod>]) -> Vec<PodEndpoint> {
+/// The pods `svc` selects, with their ports resolved (named target ports per pod).
+pub fn pod_endpoints(svc: &Service, pods: &[Arc<Pod>]) -> Vec<PodEndpoint> {
     let spec = svc.spec.clone().unwrap_or_default();
     let svc_ports = spec.ports.unwrap_or_default();
     let svc_name = svc.name_any();
@@ -161,13 +163,18 @@ fn sorted_ports(mut ports: Vec<EndpointPort>) -> Vec<EndpointPort> {
 /// Ready pods in `addresses`, others in `notReadyAddresses`; terminating pods left out (unless
 /// `publishNotReadyAddresses`).
 pub fn desired_subsets(svc: &Service, pods: &[Arc<Pod>]) -> Vec<EndpointSubset> {
+    subsets_from(svc, &pod_endpoints(svc, pods))
+}
+
+/// [`desired_subsets`] from already computed [`pod_endpoints`].
+pub fn subsets_from(svc: &Service, endpoints: &[PodEndpoint]) -> Vec<EndpointSubset> {
     let publish = svc
         .spec
         .as_ref()
         .and_then(|s| s.publish_not_ready_addresses)
         .unwrap_or(false);
     let mut groups: BTreeMap<PortKey, SubsetParts> = BTreeMap::new();
-    for ep in pod_endpoints(svc, pods) {
+    for ep in endpoints.iter().cloned() {
         if ep.terminating && !publish {
             continue;
         }
@@ -199,8 +206,13 @@ pub fn desired_subsets(svc: &Service, pods: &[Arc<Pod>]) -> Vec<EndpointSubset> 
 /// The desired slice contents: one (ports, endpoints) per distinct port set; a service with no
 /// endpoints gets one empty placeholder.
 pub fn desired_slices(svc: &Service, pods: &[Arc<Pod>]) -> Vec<SliceContent> {
+    slices_from(&pod_endpoints(svc, pods))
+}
+
+/// [`desired_slices`] from already computed [`pod_endpoints`].
+pub fn slices_from(endpoints: &[PodEndpoint]) -> Vec<SliceContent> {
     let mut groups: BTreeMap<PortKey, SliceContent> = BTreeMap::new();
-    for ep in pod_endpoints(svc, pods) {
+    for ep in endpoints.iter().cloned() {
         let entry = groups.entry(port_key(&ep.ports)).or_insert_with(|| {
             let ports = sorted_ports(ep.ports.clone())
                 .into_iter()

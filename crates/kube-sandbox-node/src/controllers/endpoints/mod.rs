@@ -23,7 +23,10 @@ use super::{AbortOnDrop, Error, spawn_reflector};
 
 mod compute;
 
-pub use compute::{SliceContent, desired_slices, desired_subsets, managed};
+pub use compute::{
+    PodEndpoint, SliceContent, desired_slices, desired_subsets, managed, pod_endpoints, slices_from,
+    subsets_from,
+};
 use compute::{labels_for, owner, slice_port_key};
 
 /// `endpointslice.kubernetes.io/managed-by` value of slices this controller owns.
@@ -95,21 +98,27 @@ pub async fn run(client: Client) -> Result<(), Error> {
         let all_services = services.state();
         let mut failed = false;
         let mut live: HashSet<(String, String)> = HashSet::new();
+        // Pods by namespace once per pass, so each service scans only its own namespace.
+        let mut pods_by_ns: HashMap<Option<String>, Vec<Arc<Pod>>> = HashMap::new();
+        for p in &all_pods {
+            pods_by_ns.entry(p.namespace()).or_default().push(p.clone());
+        }
         for svc in all_services.iter().filter(|s| managed(s)) {
             let k = key(svc.namespace(), svc.name_any());
             live.insert(k.clone());
-            let by_pods: Vec<Arc<Pod>> = all_pods
-                .iter()
-                .filter(|p| p.namespace() == svc.namespace())
-                .cloned()
-                .collect();
-            if let Err(e) = sync_endpoints(&client, svc, &by_pods, &endpoints).await {
+            let ns_pods = pods_by_ns
+                .get(&svc.namespace())
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            // Selection and port resolution once, rendered as both Endpoints and EndpointSlices.
+            let eps = pod_endpoints(svc, ns_pods);
+            if let Err(e) = sync_endpoints(&client, svc, &eps, &endpoints).await {
                 warn!(service = %k.1, namespace = %k.0, error = %e, "cannot sync endpoints");
                 failed = true;
             } else {
                 written.insert(k.clone());
             }
-            if let Err(e) = sync_slices(&client, svc, &by_pods, &slices, &mut recent).await {
+            if let Err(e) = sync_slices(&client, svc, &eps, &slices, &mut recent).await {
                 warn!(service = %k.1, namespace = %k.0, error = %e, "cannot sync endpointslices");
                 failed = true;
             }
@@ -167,12 +176,12 @@ pub async fn run(client: Client) -> Result<(), Error> {
 async fn sync_endpoints(
     client: &Client,
     svc: &Service,
-    pods: &[Arc<Pod>],
+    eps: &[PodEndpoint],
     store: &kube::runtime::reflector::Store<Endpoints>,
 ) -> Result<(), kube::Error> {
     let ns = svc.namespace().unwrap_or_default();
     let name = svc.name_any();
-    let subsets = desired_subsets(svc, pods);
+    let subsets = subsets_from(svc, eps);
     let labels = labels_for(svc);
     let api: Api<Endpoints> = Api::namespaced(client.clone(), &ns);
     let current = store.get(&kube::runtime::reflector::ObjectRef::new(&name).within(&ns));
@@ -212,7 +221,7 @@ async fn sync_endpoints(
 async fn sync_slices(
     client: &Client,
     svc: &Service,
-    pods: &[Arc<Pod>],
+    eps: &[PodEndpoint],
     store: &kube::runtime::reflector::Store<EndpointSlice>,
     recent: &mut HashMap<(String, String), Arc<EndpointSlice>>,
 ) -> Result<(), kube::Error> {
@@ -250,7 +259,7 @@ async fn sync_slices(
     });
     let mut existing: Vec<Arc<EndpointSlice>> = by_name.into_values().collect();
     existing.sort_by_key(|s| s.name_any());
-    let mut desired = desired_slices(svc, pods);
+    let mut desired = slices_from(eps);
     // Pair desired groups with existing slices of the same port set first.
     let mut pairs: Vec<(Option<Arc<EndpointSlice>>, SliceContent)> = Vec::new();
     desired.retain(|d| {
