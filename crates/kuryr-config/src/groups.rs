@@ -171,6 +171,8 @@ pub struct NeutronDefaultsConf {
     pub subnet_mapping: BTreeMap<String, String>,
     /// `resource_tags`.
     pub resource_tags: Vec<String>,
+    /// `cluster_tag` (kuryr-rs): tag of this cluster's resources, added to `resource_tags`.
+    pub cluster_tag: Option<String>,
 }
 
 /// `[octavia_defaults]`.
@@ -230,6 +232,20 @@ pub struct VifPoolConf {
     pub pools_vif_drivers: BTreeMap<String, String>,
     /// `vif_pool_mapping` (vif driver → pool driver).
     pub vif_pool_mapping: BTreeMap<String, String>,
+    /// `ports_pool_cooldown` (kuryr-rs): wait before a released port is reused.
+    pub ports_pool_cooldown: Duration,
+    /// `ports_pool_max_concurrent_bulk` (kuryr-rs): bulk creations in flight at once.
+    pub ports_pool_max_concurrent_bulk: u32,
+    /// `ports_pool_janitor_interval` (kuryr-rs; zero: janitor off).
+    pub ports_pool_janitor_interval: Duration,
+    /// `ports_pool_janitor_min_age` (kuryr-rs).
+    pub ports_pool_janitor_min_age: Duration,
+    /// `port_activation_batch` (kuryr-rs): port IDs per activation list request.
+    pub port_activation_batch: u32,
+    /// `port_activation_max_interval` (kuryr-rs).
+    pub port_activation_max_interval: Duration,
+    /// `port_activation_timeout` (kuryr-rs).
+    pub port_activation_timeout: Duration,
 }
 
 /// `[node_driver_caching]`, `[subnet_caching]`, `[nodes_caching]`.
@@ -425,6 +441,7 @@ impl Groups {
                 lbaas_activation_timeout: secs(r, nd, "lbaas_activation_timeout"),
                 subnet_mapping: r.dict(nd, "subnet_mapping"),
                 resource_tags: r.list(nd, "resource_tags"),
+                cluster_tag: r.str_opt(nd, "cluster_tag").filter(|s| !s.is_empty()),
             },
             octavia_defaults: OctaviaDefaultsConf {
                 member_mode: r.string("octavia_defaults", "member_mode"),
@@ -452,6 +469,13 @@ impl Groups {
                 ports_pool_update_frequency: secs(r, "vif_pool", "ports_pool_update_frequency"),
                 pools_vif_drivers: r.dict("vif_pool", "pools_vif_drivers"),
                 vif_pool_mapping: r.dict("vif_pool", "vif_pool_mapping"),
+                ports_pool_cooldown: secs(r, "vif_pool", "ports_pool_cooldown"),
+                ports_pool_max_concurrent_bulk: uint(r, "vif_pool", "ports_pool_max_concurrent_bulk"),
+                ports_pool_janitor_interval: secs(r, "vif_pool", "ports_pool_janitor_interval"),
+                ports_pool_janitor_min_age: secs(r, "vif_pool", "ports_pool_janitor_min_age"),
+                port_activation_batch: uint(r, "vif_pool", "port_activation_batch"),
+                port_activation_max_interval: secs(r, "vif_pool", "port_activation_max_interval"),
+                port_activation_timeout: secs(r, "vif_pool", "port_activation_timeout"),
             },
             node_driver_caching: caching(r, "node_driver_caching"),
             subnet_caching: caching(r, "subnet_caching"),

@@ -20,6 +20,8 @@ pub enum OptSource {
     Keystoneauth,
     /// oslo.log, in `[DEFAULT]`.
     OsloLog,
+    /// Not in upstream: an option kuryr-rs adds (documented as such in the sample).
+    KuryrRs,
 }
 
 /// One option: group, name, type, default and metadata.
@@ -101,7 +103,7 @@ const LIST: OptKind = OptKind::List;
 const DICT: OptKind = OptKind::Dict;
 const FLOAT: OptKind = OptKind::Float;
 
-use OptSource::{Keystoneauth as KS, KuryrLib as LIB, OsloLog as LOG};
+use OptSource::{Keystoneauth as KS, KuryrLib as LIB, KuryrRs as RS, OsloLog as LOG};
 
 /// Default of `[kubernetes] api_root` when neither a file nor the `K8S_API` environment variable
 /// sets it (upstream reads `K8S_API` at import time).
@@ -200,6 +202,7 @@ pub static OPTIONS: &[OptSpec] = &[
     opt("neutron_defaults", "lbaas_activation_timeout", UINT, Some("300"), "Seconds to wait for a load balancer to become ACTIVE."),
     opt("neutron_defaults", "subnet_mapping", DICT, Some(""), "driverType:subnet-ID mapping for additional networks."),
     opt("neutron_defaults", "resource_tags", LIST, Some(""), "Tags put on every OpenStack resource created."),
+    opt("neutron_defaults", "cluster_tag", STR, None, "Tag identifying this cluster's OpenStack resources, added to resource_tags on everything created; recovery and the janitor only touch ports carrying all tags.").from(RS),
     // ---- [octavia_defaults]
     opt("octavia_defaults", "member_mode", STR, Some("L3"), "Load balancer member mode (L2, L3)."),
     opt("octavia_defaults", "enforce_sg_rules", BOOL, Some("true"), "Enforce security group rules on load balancers."),
@@ -225,6 +228,13 @@ pub static OPTIONS: &[OptSpec] = &[
     opt("vif_pool", "ports_pool_update_frequency", UINT, Some("20"), "Minimum seconds between pool updates."),
     opt("vif_pool", "pools_vif_drivers", DICT, Some(""), "pool-driver:vif-driver mapping (deprecated: use vif_pool_mapping).").for_removal(),
     opt("vif_pool", "vif_pool_mapping", DICT, Some(""), "vif-driver:pool-driver mapping for multi_pool."),
+    opt("vif_pool", "ports_pool_cooldown", UINT, Some("30"), "Seconds a released port waits before it is handed out again (IP/ARP caches).").from(RS),
+    opt("vif_pool", "ports_pool_max_concurrent_bulk", OptKind::Int { min: Some(1), max: None }, Some("4"), "Bulk port creations in flight at once (all pools).").from(RS),
+    opt("vif_pool", "ports_pool_janitor_interval", UINT, Some("90"), "Seconds between janitor passes deleting tagged ports nothing owns (0 disables).").from(RS),
+    opt("vif_pool", "ports_pool_janitor_min_age", UINT, Some("600"), "Minimum age (s) of an unowned tagged port before the janitor deletes it.").from(RS),
+    opt("vif_pool", "port_activation_batch", OptKind::Int { min: Some(1), max: None }, Some("100"), "Port IDs per batched activation check (one filtered list request).").from(RS),
+    opt("vif_pool", "port_activation_max_interval", UINT, Some("5"), "Longest interval (s) between activation checks while nothing changes.").from(RS),
+    opt("vif_pool", "port_activation_timeout", UINT, Some("90"), "Seconds after which a port not yet ACTIVE is reported (ActivatePortFailed event).").from(RS),
     // ---- caching groups
     opt("node_driver_caching", "caching", BOOL, Some("true"), "Cache the pod_vif label of nodes."),
     opt("node_driver_caching", "cache_time", UINT, Some("3600"), "TTL of that cache (s)."),

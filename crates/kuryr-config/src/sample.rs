@@ -25,6 +25,7 @@ pub fn sample_config() -> String {
                 OptSource::KuryrLib => " (kuryr-lib)",
                 OptSource::Keystoneauth => " (keystoneauth)",
                 OptSource::OsloLog => " (oslo.log)",
+                OptSource::KuryrRs => " (kuryr-rs addition, not in upstream)",
             };
             let _ = write!(out, "\n# {}{from}\n# Type: {}\n", o.help, o.kind.expected());
             if !o.deprecated_names.is_empty() {

@@ -12,7 +12,7 @@ use kuryr_config::{Config, ConfigErrors, ConfigSources, Role};
 use tokio::{net::TcpListener, task::JoinHandle};
 use tracing::{error, info, warn};
 
-use crate::{Context, handlers, health, kubeclient, metrics};
+use crate::{Context, OpenStack, drivers, handlers, health, kubeclient, metrics, pool};
 
 /// Command line of `kuryr-controller` (oslo.config style options).
 #[derive(Debug, Clone, clap::Parser)]
@@ -35,6 +35,15 @@ pub struct Args {
     /// `[::]:<[prometheus_exporter] controller_exporter_port>`).
     #[arg(long)]
     pub metrics_bind: Option<SocketAddr>,
+    /// Namespace of the leader-election Lease (with `[kubernetes] controller_ha = true`).
+    #[arg(long, env = "KURYR_HA_LEASE_NAMESPACE", default_value = "kube-system")]
+    pub ha_lease_namespace: String,
+    /// Identity of this replica in the Lease (default: `$POD_NAME`, else `<host name>_<pid>`).
+    #[arg(long, env = "POD_NAME")]
+    pub ha_identity: Option<String>,
+    /// Lease duration in seconds: how long a dead leader is waited for.
+    #[arg(long, default_value_t = 15)]
+    pub ha_lease_duration: u64,
 }
 
 /// Why the controller stopped or could not start.
@@ -46,6 +55,27 @@ pub enum Error {
     /// No Kubernetes client.
     #[error("connecting to Kubernetes")]
     Client(#[source] kubeclient::Error),
+    /// The pool options are invalid (`[kubernetes] vif_pool_driver`, `[vif_pool]`, tags).
+    #[error("port pool configuration")]
+    PoolSettings(#[source] pool::SettingsError),
+    /// The drivers cannot be built from the configuration.
+    #[error("driver configuration")]
+    Drivers(#[source] drivers::DriverError),
+    /// No OpenStack credentials could be determined.
+    #[error("OpenStack credentials")]
+    CloudAuth(#[source] Box<kuryr_config::ConfigError>),
+    /// Connecting to Neutron failed.
+    #[error("connecting to Neutron")]
+    Neutron(#[source] kuryr_openstack::Error),
+    /// The pool manager socket could not be served.
+    #[error("serving the pool manager on {path}")]
+    PoolManager {
+        /// `[pool_manager] sock_file`.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// A listening socket could not be bound.
     #[error("binding {what} on {addr}")]
     Bind {
@@ -57,9 +87,79 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Leader election could not run.
+    #[error("leader election")]
+    Leader(#[source] crate::leader::Error),
+    /// This replica lost the Lease; it exits so that it restarts as a candidate.
+    #[error("leadership lost")]
+    LeadershipLost,
     /// Every handler loop has ended.
     #[error("all handlers have stopped")]
     HandlersStopped,
+}
+
+impl Error {
+    /// Process exit code: 2 for configuration errors (nothing was touched), 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Config(_) | Error::PoolSettings(_) | Error::Drivers(_) | Error::CloudAuth(_) => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// Handlers that need Neutron (and so the pools and drivers).
+const OPENSTACK_HANDLERS: &[&str] = &[
+    "kuryrport",
+    "kuryrnetwork",
+    "kuryrnetwork_population",
+    "namespace",
+];
+
+/// Whether `config` enables a handler that needs Neutron.
+pub fn needs_openstack(config: &Config) -> bool {
+    config
+        .kubernetes
+        .enabled_handlers
+        .iter()
+        .any(|h| OPENSTACK_HANDLERS.contains(&h.as_str()))
+}
+
+/// Connects to Neutron (requests reported to `metrics`) and builds the drivers and the pool
+/// executor from `config`.
+pub async fn connect_openstack(
+    config: &Config,
+    client: kube::Client,
+    metrics: Arc<metrics::Metrics>,
+    settings: pool::PoolSettings,
+) -> Result<OpenStack, Error> {
+    let auth = kuryr_config::resolve_cloud_auth(config, &|k| std::env::var(k).ok())
+        .map_err(|e| Error::CloudAuth(Box::new(e)))?;
+    let opts = kuryr_openstack::ConnectOptions::from_env(config.neutron.timeout);
+    let neutron: Arc<dyn kuryr_openstack::Neutron> = Arc::new(
+        kuryr_openstack::OpenStackNeutron::connect(&auth, &opts, metrics.clone())
+            .await
+            .map_err(Error::Neutron)?,
+    );
+    let drivers = drivers::Drivers::from_config(config, client, neutron.clone()).map_err(Error::Drivers)?;
+    let pool = pool::VifPool::new(settings, neutron.clone(), metrics);
+    Ok(OpenStack {
+        neutron,
+        drivers: Arc::new(drivers),
+        pool,
+    })
+}
+
+/// Serves the pool manager API on `[pool_manager] sock_file` when `[kubernetes]
+/// enable_manager` is set and the pools exist.
+pub fn start_pool_manager(ctx: &Context) -> Result<Option<JoinHandle<()>>, Error> {
+    let (true, Some(os)) = (ctx.config.kubernetes.enable_manager, ctx.openstack.as_ref()) else {
+        return Ok(None);
+    };
+    let path = PathBuf::from(&ctx.config.pool_manager.sock_file);
+    pool::manager::serve(os.pool.clone(), &path)
+        .map(Some)
+        .map_err(|source| Error::PoolManager { path, source })
 }
 
 /// Loads the configuration for the controller role; warnings are logged with file and line.
@@ -82,6 +182,14 @@ pub fn spawn_handlers(ctx: &Arc<Context>) -> Vec<JoinHandle<()>> {
     for name in &ctx.config.kubernetes.enabled_handlers {
         match name.as_str() {
             handlers::pod::HANDLER => tasks.push(tokio::spawn(handlers::pod::run(ctx.clone()))),
+            handlers::kuryrport::HANDLER => tasks.push(tokio::spawn(handlers::kuryrport::run(ctx.clone()))),
+            handlers::namespace::HANDLER => tasks.push(tokio::spawn(handlers::namespace::start(ctx.clone()))),
+            handlers::kuryrnetwork::HANDLER => {
+                tasks.push(tokio::spawn(handlers::kuryrnetwork::start(ctx.clone())))
+            }
+            handlers::kuryrnetwork_population::HANDLER => tasks.push(tokio::spawn(
+                handlers::kuryrnetwork_population::start(ctx.clone()),
+            )),
             other => warn!(handler = other, "handler not implemented yet, skipped"),
         }
     }
@@ -94,7 +202,16 @@ pub fn watcher_count(config: &Config) -> usize {
         .kubernetes
         .enabled_handlers
         .iter()
-        .filter(|h| h.as_str() == handlers::pod::HANDLER)
+        .filter(|h| {
+            [
+                handlers::pod::HANDLER,
+                handlers::kuryrport::HANDLER,
+                handlers::namespace::HANDLER,
+                handlers::kuryrnetwork::HANDLER,
+                handlers::kuryrnetwork_population::HANDLER,
+            ]
+            .contains(&h.as_str())
+        })
         .count()
 }
 
@@ -129,11 +246,23 @@ pub async fn bind(what: &'static str, addr: Option<SocketAddr>, port: u16) -> Re
 /// Runs the controller with an already loaded `config` until SIGINT/SIGTERM or until every
 /// handler loop has ended.
 pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
+    // Every configuration check first: nothing is touched when one fails.
+    let settings = pool::PoolSettings::from_config(&config).map_err(Error::PoolSettings)?;
     let client = kubeclient::client(args.kubeconfig.as_deref(), &config.kubernetes)
         .await
         .map_err(Error::Client)?;
     let watchers = watcher_count(&config);
-    let ctx = Arc::new(Context::new(client, Arc::new(config), watchers));
+    let metrics = Arc::new(metrics::Metrics::default());
+    let openstack = if needs_openstack(&config) {
+        Some(connect_openstack(&config, client.clone(), metrics.clone(), settings).await?)
+    } else {
+        None
+    };
+    let mut ctx = Context::new(client, Arc::new(config), watchers).with_metrics(metrics);
+    if let Some(os) = openstack {
+        ctx = ctx.with_openstack(os);
+    }
+    let ctx = Arc::new(ctx);
     let health_l = bind("health server", args.health_bind, ctx.config.health_server.port).await?;
     let metrics_port = ctx.config.prometheus_exporter.controller_exporter_port;
     let metrics_l = bind("metrics server", args.metrics_bind, metrics_port).await?;
@@ -142,7 +271,25 @@ pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
         serve(health_l, health::router(ctx.health.clone())),
         serve(metrics_l, metrics::router(ctx.metrics.clone())),
     ];
+    // A standby serves health and metrics (not ready) and waits for the Lease.
+    let mut leadership = if ctx.config.kubernetes.controller_ha {
+        let settings = crate::leader::LeaderSettings::new(
+            args.ha_lease_namespace.clone(),
+            args.ha_identity.clone(),
+            std::time::Duration::from_secs(args.ha_lease_duration),
+        );
+        tokio::select! {
+            l = crate::leader::acquire(ctx.client.clone(), &settings) => Some(l.map_err(Error::Leader)?),
+            _ = shutdown_signal() => {
+                servers.iter().for_each(|s| s.abort());
+                return Ok(());
+            }
+        }
+    } else {
+        None
+    };
     let tasks = spawn_handlers(&ctx);
+    let manager = start_pool_manager(&ctx)?;
     let handlers_done = async {
         if tasks.is_empty() {
             // Nothing enabled that is implemented: keep serving health and metrics.
@@ -150,11 +297,23 @@ pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
         }
         futures::future::join_all(tasks).await;
     };
-    let result = tokio::select! {
-        _ = handlers_done => Err(Error::HandlersStopped),
-        _ = shutdown_signal() => Ok(()),
+    let result = {
+        let lost = async {
+            match leadership.as_mut() {
+                Some(l) => l.lost().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = handlers_done => Err(Error::HandlersStopped),
+            _ = lost => Err(Error::LeadershipLost),
+            _ = shutdown_signal() => Ok(()),
+        }
     };
-    for s in servers {
+    if let Some(l) = leadership {
+        l.release().await;
+    }
+    for s in servers.iter().chain(manager.iter()) {
         s.abort();
     }
     result

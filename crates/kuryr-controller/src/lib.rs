@@ -2,14 +2,19 @@
 //!
 //! * [`cli`] — command line, configuration loading and the process wiring used by `main`;
 //! * [`kubeclient`] — the Kubernetes client from `--kubeconfig` or `[kubernetes]` options;
-//! * [`handlers`] — one reconciler per watched kind ([`handlers::pod`] so far);
+//! * [`handlers`] — one reconciler per watched kind ([`handlers::pod`], [`handlers::kuryrport`], …);
+//! * [`drivers`] — project, subnets and security groups of a pod's port;
+//! * [`pool`] — the port-pool executor ([`pool::VifPool`]) and its janitor;
 //! * [`health`] — `/ready` and `/alive`; [`metrics`] — `/metrics`.
 
 pub mod cli;
+pub mod drivers;
 pub mod handlers;
 pub mod health;
 pub mod kubeclient;
+pub mod leader;
 pub mod metrics;
+pub mod pool;
 
 use std::sync::Arc;
 
@@ -21,8 +26,20 @@ use kube::{
 /// Name the controller reports itself as (Event source, field manager).
 pub const COMPONENT: &str = "kuryr-controller";
 
+/// The OpenStack side of the controller: Neutron, the drivers and the port pools. Absent in
+/// contexts built for handlers that need no OpenStack (the pod handler's tests).
+#[derive(Clone)]
+pub struct OpenStack {
+    /// Neutron client (reports every request to the metrics).
+    pub neutron: Arc<dyn kuryr_openstack::Neutron>,
+    /// Project, subnets and security-groups drivers.
+    pub drivers: Arc<drivers::Drivers>,
+    /// The port-pool executor.
+    pub pool: Arc<pool::VifPool>,
+}
+
 /// What every handler needs: the client, the configuration, metrics, the Event recorder and
-/// the health state.
+/// the health state; and for the OpenStack handlers [`Context::openstack`].
 pub struct Context {
     /// Kubernetes client.
     pub client: Client,
@@ -34,6 +51,8 @@ pub struct Context {
     pub recorder: Recorder,
     /// Readiness and liveness.
     pub health: Arc<health::Health>,
+    /// Neutron, drivers and pools ([`Context::with_openstack`]).
+    pub openstack: Option<OpenStack>,
 }
 
 impl Context {
@@ -50,7 +69,20 @@ impl Context {
             metrics: Arc::new(metrics::Metrics::default()),
             client,
             config,
+            openstack: None,
         }
+    }
+
+    /// Uses `metrics` (created first because the Neutron client reports to it).
+    pub fn with_metrics(mut self, metrics: Arc<metrics::Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Adds Neutron, the drivers and the pools.
+    pub fn with_openstack(mut self, openstack: OpenStack) -> Self {
+        self.openstack = Some(openstack);
+        self
     }
 }
 

@@ -28,7 +28,7 @@ async fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("kuryr-controller: {}", kuryr_controller::error_chain(&e));
-            ExitCode::FAILURE
+            ExitCode::from(e.exit_code())
         }
     }
 }

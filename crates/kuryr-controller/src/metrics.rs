@@ -1,12 +1,23 @@
 //! Prometheus metrics of the controller (`[prometheus_exporter] controller_exporter_port`,
-//! `GET /metrics`): reconcile outcomes per handler and the pod port latency histogram.
+//! `GET /metrics`): reconcile outcomes per handler, the pod port latency histograms, Neutron
+//! requests by operation, method and outcome (fed through kuryr-openstack's
+//! [`RequestObserver`]), and the size of every port pool.
+//!
+//! Names are stable (the `bench/pod-burst` harness reads them):
+//! `kuryr_reconcile_total{handler,outcome}`, `kuryr_pod_port_latency_seconds`,
+//! `kuryr_kuryrport_vifs_latency_seconds`, `kuryr_port_activation_latency_seconds`,
+//! `kuryr_neutron_requests_total{operation,method,outcome}`,
+//! `kuryr_neutron_request_duration_seconds{operation}`, `kuryr_pool_ports{host,project,network,state}`,
+//! `kuryr_pool_waiting_pods{host,project,network}`, `kuryr_pool_populations_total{outcome}`.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
+
+use kuryr_openstack::{RequestObserver, ops};
 
 use axum::{Router, extract::State, http::StatusCode, http::header, response::IntoResponse, routing::get};
 use prometheus_client::{
     encoding::{EncodeLabelSet, text::encode},
-    metrics::{counter::Counter, family::Family, histogram::Histogram},
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
     registry::Registry,
 };
 
@@ -23,15 +34,108 @@ pub struct ReconcileLabels {
     pub outcome: String,
 }
 
+/// Labels of [`Metrics::neutron_requests`].
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NeutronRequestLabels {
+    /// kuryr-openstack operation name (`port_bulk_create`, `port_list`, …).
+    pub operation: String,
+    /// HTTP method: `GET` requests are reads, every other method is a write.
+    pub method: String,
+    /// `ok` or the error's metric label (`conflict`, `timeout`, …).
+    pub outcome: String,
+}
+
+/// Labels of [`Metrics::neutron_duration`].
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OperationLabels {
+    /// kuryr-openstack operation name.
+    pub operation: String,
+}
+
+/// Labels of [`Metrics::pool_ports`].
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolPortLabels {
+    /// Binding host (node).
+    pub host: String,
+    /// Project.
+    pub project: String,
+    /// Network.
+    pub network: String,
+    /// `available`, `in_use`, `cooling` or `creating`.
+    pub state: String,
+}
+
+/// Labels of [`Metrics::pool_waiting`].
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PoolLabels {
+    /// Binding host (node).
+    pub host: String,
+    /// Project.
+    pub project: String,
+    /// Network.
+    pub network: String,
+}
+
+/// Labels of [`Metrics::populations`].
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    /// `ok` or `failed`.
+    pub outcome: String,
+}
+
+/// Buckets of the Neutron request duration histogram in seconds.
+pub const NEUTRON_DURATION_BUCKETS: [f64; 10] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+
+/// The HTTP method of a kuryr-openstack operation (`GET` = read).
+pub fn method_of(operation: &str) -> &'static str {
+    match operation {
+        ops::EXTENSION_LIST
+        | ops::PORT_LIST
+        | ops::PORT_GET
+        | ops::NETWORK_GET
+        | ops::NETWORK_LIST
+        | ops::SUBNET_GET
+        | ops::SUBNET_LIST => "GET",
+        ops::PORT_BULK_CREATE | ops::NETWORK_CREATE | ops::SUBNET_CREATE => "POST",
+        ops::PORT_DELETE | ops::NETWORK_DELETE | ops::SUBNET_DELETE => "DELETE",
+        ops::PORT_UPDATE
+        | ops::PORT_SET_TAGS
+        | ops::NETWORK_SET_TAGS
+        | ops::SUBNET_SET_TAGS
+        | ops::ROUTER_ADD_INTERFACE
+        | ops::ROUTER_REMOVE_INTERFACE => "PUT",
+        // Unknown operations count as writes: never under-report writes.
+        _ => "OTHER",
+    }
+}
+
 /// The controller's metrics, registered in one [`Registry`].
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
     /// `kuryr_reconcile_total{handler, outcome}`.
     pub reconciles: Family<ReconcileLabels, Counter>,
-    /// `kuryr_pod_port_latency_seconds`: from the pod's scheduling to its port being active
-    /// (fed by the KuryrPort handler).
+    /// `kuryr_pod_port_latency_seconds`: from the pod's `creationTimestamp` to its KuryrPort
+    /// `status.vifs` being written (fed by the KuryrPort handler). The timestamp has a
+    /// resolution of one second, so this over-states by up to 1 s; see
+    /// [`Metrics::kuryrport_vifs_latency`] for a precise controller-side figure.
     pub pod_port_latency: Histogram,
+    /// `kuryr_kuryrport_vifs_latency_seconds`: from the KuryrPort handler first seeing a
+    /// KuryrPort without VIFs to its `status.vifs` being written (monotonic clock).
+    pub kuryrport_vifs_latency: Histogram,
+    /// `kuryr_port_activation_latency_seconds`: from `status.vifs` written to the VIF marked
+    /// active (the port went ACTIVE in Neutron, i.e. was plugged).
+    pub port_activation_latency: Histogram,
+    /// `kuryr_neutron_requests_total{operation, method, outcome}`.
+    pub neutron_requests: Family<NeutronRequestLabels, Counter>,
+    /// `kuryr_neutron_request_duration_seconds{operation}`.
+    pub neutron_duration: Family<OperationLabels, Histogram>,
+    /// `kuryr_pool_ports{host, project, network, state}`.
+    pub pool_ports: Family<PoolPortLabels, Gauge>,
+    /// `kuryr_pool_waiting_pods{host, project, network}`.
+    pub pool_waiting: Family<PoolLabels, Gauge>,
+    /// `kuryr_pool_populations_total{outcome}`: bulk creations executed.
+    pub populations: Family<OutcomeLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -46,14 +150,82 @@ impl Default for Metrics {
         let pod_port_latency = Histogram::new(POD_PORT_LATENCY_BUCKETS);
         registry.register(
             "kuryr_pod_port_latency_seconds",
-            "Seconds from pod scheduling to its port being active",
+            "Seconds from pod creation (creationTimestamp, 1 s resolution) to its KuryrPort status.vifs being written",
             pod_port_latency.clone(),
+        );
+        let kuryrport_vifs_latency = Histogram::new(POD_PORT_LATENCY_BUCKETS);
+        registry.register(
+            "kuryr_kuryrport_vifs_latency_seconds",
+            "Seconds from the KuryrPort handler first seeing a KuryrPort without VIFs to its status.vifs being written",
+            kuryrport_vifs_latency.clone(),
+        );
+        let port_activation_latency = Histogram::new(POD_PORT_LATENCY_BUCKETS);
+        registry.register(
+            "kuryr_port_activation_latency_seconds",
+            "Seconds from status.vifs written to the VIF marked active",
+            port_activation_latency.clone(),
+        );
+        let neutron_requests = Family::<NeutronRequestLabels, Counter>::default();
+        registry.register(
+            "kuryr_neutron_requests",
+            "Neutron requests by operation, HTTP method (GET = read) and outcome",
+            neutron_requests.clone(),
+        );
+        let neutron_duration = Family::<OperationLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(NEUTRON_DURATION_BUCKETS)
+        });
+        registry.register(
+            "kuryr_neutron_request_duration_seconds",
+            "Duration of Neutron requests by operation",
+            neutron_duration.clone(),
+        );
+        let pool_ports = Family::<PoolPortLabels, Gauge>::default();
+        registry.register(
+            "kuryr_pool_ports",
+            "Ports per pool (host, project, network) and state (available, in_use, cooling, creating)",
+            pool_ports.clone(),
+        );
+        let pool_waiting = Family::<PoolLabels, Gauge>::default();
+        registry.register(
+            "kuryr_pool_waiting_pods",
+            "Pods waiting for a port per pool",
+            pool_waiting.clone(),
+        );
+        let populations = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "kuryr_pool_populations",
+            "Bulk port creations (pool populations) by outcome",
+            populations.clone(),
         );
         Self {
             registry,
             reconciles,
             pod_port_latency,
+            kuryrport_vifs_latency,
+            port_activation_latency,
+            neutron_requests,
+            neutron_duration,
+            pool_ports,
+            pool_waiting,
+            populations,
         }
+    }
+}
+
+impl RequestObserver for Metrics {
+    fn observe(&self, operation: &'static str, outcome: &'static str, elapsed: Duration) {
+        self.neutron_requests
+            .get_or_create(&NeutronRequestLabels {
+                operation: operation.to_owned(),
+                method: method_of(operation).to_owned(),
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+        self.neutron_duration
+            .get_or_create(&OperationLabels {
+                operation: operation.to_owned(),
+            })
+            .observe(elapsed.as_secs_f64());
     }
 }
 
@@ -118,5 +290,25 @@ mod tests {
             text.contains("kuryr_pod_port_latency_seconds_bucket{le=\"0.1\"} 0"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn neutron_requests_carry_the_method() {
+        let m = Metrics::default();
+        m.observe(ops::PORT_LIST, "ok", Duration::from_millis(20));
+        m.observe(ops::PORT_BULK_CREATE, "conflict", Duration::from_millis(200));
+        let text = m.render().expect("render");
+        assert!(
+            text.contains(
+                "kuryr_neutron_requests_total{operation=\"port_list\",method=\"GET\",outcome=\"ok\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("operation=\"port_bulk_create\",method=\"POST\",outcome=\"conflict\"} 1"),
+            "{text}"
+        );
+        assert_eq!(method_of(ops::ROUTER_ADD_INTERFACE), "PUT");
+        assert_eq!(method_of("something_new"), "OTHER");
     }
 }

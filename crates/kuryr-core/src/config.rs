@@ -95,16 +95,17 @@ impl Default for PoolConfig {
 }
 
 impl PoolConfig {
-    /// Maps upstream's `[vif_pool]` group (and `[kubernetes]port_debug`); the new knobs get
-    /// their defaults and can be overridden field by field.
+    /// Maps upstream's `[vif_pool]` group (and `[kubernetes]port_debug`), including the
+    /// kuryr-rs additions `ports_pool_cooldown` and `ports_pool_max_concurrent_bulk`.
     pub fn from_conf(conf: &VifPoolConf, port_debug: bool) -> Self {
         PoolConfig {
             min: conf.ports_pool_min,
             max: conf.ports_pool_max,
             batch: conf.ports_pool_batch,
             update_frequency: conf.ports_pool_update_frequency,
+            cooldown: conf.ports_pool_cooldown,
+            max_concurrent_bulk: conf.ports_pool_max_concurrent_bulk,
             port_debug,
-            ..PoolConfig::default()
         }
     }
 
@@ -208,12 +209,20 @@ mod tests {
             ports_pool_update_frequency: Duration::from_secs(9),
             pools_vif_drivers: Default::default(),
             vif_pool_mapping: Default::default(),
+            ports_pool_cooldown: Duration::from_secs(3),
+            ports_pool_max_concurrent_bulk: 2,
+            ports_pool_janitor_interval: Duration::from_secs(90),
+            ports_pool_janitor_min_age: DEFAULT_JANITOR_MIN_AGE,
+            port_activation_batch: 100,
+            port_activation_max_interval: Duration::from_secs(5),
+            port_activation_timeout: Duration::from_secs(90),
         };
         let c = PoolConfig::from_conf(&conf, true);
         assert_eq!((c.min, c.max, c.batch), (3, 40, 7));
         assert_eq!(c.update_frequency, Duration::from_secs(9));
         assert!(c.port_debug);
-        assert_eq!(c.cooldown, DEFAULT_COOLDOWN);
+        assert_eq!(c.cooldown, Duration::from_secs(3));
+        assert_eq!(c.max_concurrent_bulk, 2);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The pure domain core of kuryr-rs: decisions without I/O.
 //!
-//! * [`neutron`] — serde models of the Neutron objects the controller reads, and the bodies and
-//!   query strings it sends for port pools;
+//! * [`neutron`] — serde models of the Neutron objects the controller reads (request bodies and
+//!   filters belong to `kuryr-openstack`);
 //! * [`config`] — the pool configuration ([`PoolConfig`]) and tag policy ([`TagPolicy`]);
 //! * [`pool`] — port-pool accounting as a state machine ([`pool::PoolState`]), the sizing policy
 //!   as a pure function of a stats snapshot ([`pool::plan`]), recovery after a restart and the

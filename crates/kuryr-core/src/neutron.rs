@@ -1,14 +1,12 @@
 //! Plain serde models of the Neutron API objects the controller reads (ports, networks,
-//! subnets) and the request bodies and query strings it sends for pools: the bulk port
-//! creation body, the tags body, and the filtered port list used for batched activation checks.
+//! subnets), and how tags reach created ports ([`TagMode`]). Request bodies and filters belong
+//! to the client layer (`kuryr-openstack`'s `PortCreate`, `PortUpdate`, `PortFilter`).
 //!
 //! Models are tolerant: every field has a default, `null` reads as the default, and unknown
 //! fields are kept in `extra`.
 
 use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::{Map, Value, json};
-
-use crate::config::{POOL_PORT_NAME, TagPolicy};
+use serde_json::{Map, Value};
 
 /// `device_owner` of every pod port (kuryr-lib's `DEVICE_OWNER`).
 pub const DEVICE_OWNER: &str = "compute:kuryr";
@@ -269,114 +267,6 @@ impl TagMode {
     }
 }
 
-/// Identical pool ports to create in one `POST /v2.0/ports`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BulkPortCreate {
-    /// Network.
-    pub network_id: String,
-    /// Project.
-    pub project_id: String,
-    /// Subnets to allocate from (`fixed_ips: [{subnet_id}]`); empty: Neutron chooses.
-    pub subnet_ids: Vec<String>,
-    /// Security groups.
-    pub security_groups: Vec<String>,
-    /// `binding:host_id` (the node) — `None` for nested subports.
-    pub host_id: Option<String>,
-    /// Number of ports.
-    pub count: u32,
-    /// `[kubernetes]port_debug`: name ports `kuryr-pool-port`.
-    pub port_debug: bool,
-}
-
-impl BulkPortCreate {
-    /// The JSON body: `{"ports": [...]}` of `count` identical, unbound-to-a-pod ports with
-    /// device owner `compute:kuryr`; `tags` only with [`TagMode::InCreateBody`].
-    pub fn body(&self, tags: &TagPolicy, mode: TagMode) -> Value {
-        let mut port = Map::new();
-        port.insert("network_id".into(), json!(self.network_id));
-        port.insert("project_id".into(), json!(self.project_id));
-        port.insert("admin_state_up".into(), json!(true));
-        port.insert("device_owner".into(), json!(DEVICE_OWNER));
-        port.insert("security_groups".into(), json!(self.security_groups));
-        if !self.subnet_ids.is_empty() {
-            let ips: Vec<Value> = self
-                .subnet_ids
-                .iter()
-                .map(|s| json!({ "subnet_id": s }))
-                .collect();
-            port.insert("fixed_ips".into(), Value::Array(ips));
-        }
-        if let Some(host) = &self.host_id {
-            port.insert("binding:host_id".into(), json!(host));
-        }
-        if self.port_debug {
-            port.insert("name".into(), json!(POOL_PORT_NAME));
-        }
-        let all = tags.tags();
-        if mode == TagMode::InCreateBody && !all.is_empty() {
-            port.insert("tags".into(), json!(all));
-        }
-        let ports = vec![Value::Object(port); self.count as usize];
-        json!({ "ports": ports })
-    }
-}
-
-/// The body of `PUT /v2.0/ports/{id}/tags` (replaces all tags), for [`TagMode::AfterCreate`].
-pub fn tags_body(tags: &TagPolicy) -> Value {
-    json!({ "tags": tags.tags() })
-}
-
-/// The body of the port update that renames a port after its pod (`port_debug`): name
-/// `<ns>/<pod>` and `device_id` = pod UID; `None` pod resets it to a pool port.
-pub fn rename_body(pod: Option<(&str, &str)>) -> Value {
-    match pod {
-        Some((name, uid)) => json!({ "port": { "name": name, "device_id": uid } }),
-        None => json!({ "port": { "name": POOL_PORT_NAME, "device_id": "" } }),
-    }
-}
-
-/// The body of the port update that sets its security groups.
-pub fn security_groups_body(sgs: &[String]) -> Value {
-    json!({ "port": { "security_groups": sgs } })
-}
-
-/// One filtered list: `GET /v2.0/ports?id=a&id=b&fields=id&fields=status`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PortListQuery {
-    /// Port IDs.
-    pub ids: Vec<String>,
-}
-
-impl PortListQuery {
-    /// The query string (without `?`), IDs percent-encoded.
-    pub fn query_string(&self) -> String {
-        let mut q: Vec<String> = self.ids.iter().map(|id| format!("id={}", encode(id))).collect();
-        q.push("fields=id".into());
-        q.push("fields=status".into());
-        q.join("&")
-    }
-}
-
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// `{"ports": [...]}` of a list or bulk create response.
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct PortsEnvelope {
-    /// The ports.
-    #[serde(default, deserialize_with = "nullable")]
-    pub ports: Vec<Port>,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -471,38 +361,6 @@ mod tests {
     }
 
     #[test]
-    fn bulk_body_with_and_without_tags() {
-        let req = BulkPortCreate {
-            network_id: "n".into(),
-            project_id: "p".into(),
-            subnet_ids: vec!["s".into()],
-            security_groups: vec!["sg1".into()],
-            host_id: Some("worker-0".into()),
-            count: 3,
-            port_debug: false,
-        };
-        let tags = TagPolicy::new(vec!["kuryr".into()], Some("kuryr-cluster=c".into())).unwrap();
-        let body = req.body(&tags, TagMode::InCreateBody);
-        let ports = body["ports"].as_array().unwrap();
-        assert_eq!(ports.len(), 3);
-        assert_eq!(ports[0]["device_owner"], "compute:kuryr");
-        assert_eq!(ports[0]["binding:host_id"], "worker-0");
-        assert_eq!(ports[0]["fixed_ips"][0]["subnet_id"], "s");
-        assert_eq!(ports[0]["tags"], json!(["kuryr", "kuryr-cluster=c"]));
-        assert!(ports[0].get("name").is_none());
-        let body = BulkPortCreate {
-            port_debug: true,
-            host_id: None,
-            ..req
-        }
-        .body(&tags, TagMode::AfterCreate);
-        assert!(body["ports"][0].get("tags").is_none());
-        assert!(body["ports"][0].get("binding:host_id").is_none());
-        assert_eq!(body["ports"][0]["name"], "kuryr-pool-port");
-        assert_eq!(tags_body(&tags), json!({"tags": ["kuryr", "kuryr-cluster=c"]}));
-    }
-
-    #[test]
     fn tag_mode_from_extensions() {
         assert_eq!(
             TagMode::from_extensions(["trunk", "tag-ports-during-bulk-creation"]),
@@ -512,20 +370,6 @@ mod tests {
         assert_eq!(
             TagMode::from_extensions(["standard-attr-tag"]),
             TagMode::AfterCreate
-        );
-    }
-
-    #[test]
-    fn list_query_string() {
-        let q = PortListQuery {
-            ids: vec!["a-1".into(), "b&c".into()],
-        };
-        assert_eq!(q.query_string(), "id=a-1&id=b%26c&fields=id&fields=status");
-        assert_eq!(rename_body(Some(("ns/pod", "uid")))["port"]["device_id"], "uid");
-        assert_eq!(rename_body(None)["port"]["name"], "kuryr-pool-port");
-        assert_eq!(
-            security_groups_body(&["a".into()])["port"]["security_groups"],
-            json!(["a"])
         );
     }
 }

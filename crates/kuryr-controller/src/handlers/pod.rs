@@ -27,6 +27,9 @@ use crate::Context;
 use kube::runtime::reflector::reflector;
 use plan::Step;
 
+/// How soon a pod whose KuryrPort is being deleted is looked at again.
+const RELEASE_RECHECK: Duration = Duration::from_secs(1);
+
 /// Name of this handler in `[kubernetes] enabled_handlers` and in metrics.
 pub const HANDLER: &str = "vif";
 
@@ -162,8 +165,8 @@ pub async fn run(ctx: Arc<Context>) {
     let (pods_store, ports_ready) = (controller.store(), ports_store.clone());
     let health = ctx.health.clone();
     let synced = async move {
-        wait_ready(&pods_store).await;
-        wait_ready(&ports_ready).await;
+        super::wait_ready(&pods_store, HANDLER).await;
+        super::wait_ready(&ports_ready, HANDLER).await;
         info!(handler = HANDLER, "pod and KuryrPort watchers synced");
         health.synced();
         std::future::pending::<()>().await;
@@ -188,26 +191,6 @@ pub async fn run(ctx: Arc<Context>) {
     }
     warn!(handler = HANDLER, "handler loop ended");
     ctx.health.handler_died(HANDLER);
-}
-
-/// Waits until `store` has listed everything once.
-async fn wait_ready<K>(store: &Store<K>)
-where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    // kube-runtime's readiness future keeps only the last poller's waker and the controller
-    // polls it too: poll with a timeout instead of relying on a wake-up.
-    loop {
-        match tokio::time::timeout(Duration::from_millis(200), store.wait_until_ready()).await {
-            Ok(Ok(())) => return,
-            Ok(Err(e)) => {
-                warn!(handler = HANDLER, error = %e, "watcher stopped before syncing");
-                std::future::pending::<()>().await;
-            }
-            Err(_elapsed) => {}
-        }
-    }
 }
 
 /// The pod handler's context: the shared [`Context`] and the KuryrPort cache.
@@ -265,7 +248,7 @@ async fn apply(pod: &Pod, ctx: &Context, cache: &Store<KuryrPort>) -> Result<Act
         .map(|p| KuryrPort::clone(&p));
     let mut port = cached;
     let mut plan = plan::plan(pod, port.as_ref());
-    if plan.relies_on_absent_port() {
+    if plan.relies_on_absent_port() || plan.awaits_port_release() {
         port = ports.get_opt(&name).await.map_err(|source| Error::GetPort {
             ns: ns.clone(),
             name: name.clone(),
@@ -276,6 +259,7 @@ async fn apply(pod: &Pod, ctx: &Context, cache: &Store<KuryrPort>) -> Result<Act
     if !plan.steps.is_empty() {
         debug!(%ns, pod = %name, reason = plan.reason, steps = plan.steps.len(), "executing plan");
     }
+    let awaits_release = plan.awaits_port_release();
     for step in plan.steps {
         match step {
             Step::AddPodFinalizer => {
@@ -320,6 +304,11 @@ async fn apply(pod: &Pod, ctx: &Context, cache: &Store<KuryrPort>) -> Result<Act
             }
             Step::RemovePodFinalizer => remove_pod_finalizer(&pods, pod, &ns, &name).await?,
         }
+    }
+    if awaits_release {
+        // The KuryrPort's own deletion event may have been consumed before the port cache saw
+        // it; do not rely on the next event, look again shortly.
+        return Ok(Action::requeue(RELEASE_RECHECK));
     }
     let period = ctx.config.kubernetes.watch_reconcile_period;
     // Upstream re-lists every `watch_reconcile_period`; zero disables it.

@@ -2,6 +2,8 @@
 //! pod fixtures, polling, plain HTTP GETs and the simulated KuryrPort handler.
 #![allow(dead_code)]
 
+pub mod openstack;
+
 use std::{
     sync::Arc,
     time::{Duration, Instant},

@@ -207,6 +207,71 @@ impl PoolState {
         self.maybe_populate(key, now)
     }
 
+    /// Starts a population of exactly `count` ports for `key` with `sgs` whatever the pool's
+    /// size (upstream's `force_populate_pool`, the pool manager's `populatePool`), still never
+    /// two per pool, never beyond `max_concurrent_bulk`, never beyond `ports_pool_max` pooled
+    /// ports, never on a closed network. `None` when one of those bounds refuses it.
+    pub fn populate_now(
+        &mut self,
+        key: &PoolKey,
+        sgs: &SgSet,
+        count: u32,
+        now: Instant,
+    ) -> Option<PopulateRequest> {
+        if count == 0
+            || self.closed_networks.contains(&key.network_id)
+            || self.tickets.len() >= self.cfg.max_concurrent_bulk as usize
+        {
+            return None;
+        }
+        let stats = self.pool_stats(key);
+        let pool = self.pools.entry(key.clone()).or_default();
+        if pool.populating.is_some() || pool.backoff.is_some_and(|(until, _)| until > now) {
+            return None;
+        }
+        let count = if self.cfg.max == 0 {
+            count
+        } else {
+            count.min(self.cfg.max.saturating_sub(stats.available + stats.cooling))
+        };
+        if count == 0 {
+            return None;
+        }
+        pool.last_sgs = sgs.clone();
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        pool.populating = Some(ticket);
+        let req = PopulateRequest {
+            ticket,
+            key: key.clone(),
+            count,
+            sgs: sgs.clone(),
+        };
+        self.tickets.insert(
+            ticket,
+            Ticket {
+                req: req.clone(),
+                cancelled: false,
+            },
+        );
+        Some(req)
+    }
+
+    /// Adds a port the executor found in Neutron but the state does not know (a bulk creation
+    /// whose answer was lost to a timeout created it after all) as available in `key` under
+    /// `sgs`. Returns `false` if the port is already known or its network is closed.
+    pub fn adopt_available(&mut self, port_id: &str, key: PoolKey, sgs: SgSet) -> bool {
+        if self.closed_networks.contains(&key.network_id) {
+            return false;
+        }
+        self.adopt(port_id, key, sgs, PortState::Available)
+    }
+
+    /// Ports in use by `pod` (normally one).
+    pub fn held_by(&self, pod: &PodKey) -> &[String] {
+        self.holders.get(pod).map_or(&[], Vec::as_slice)
+    }
+
     /// The ports a population created. They become available under the ticket's SG set,
     /// marked most recently updated; if the pool was deleted meanwhile they are to be deleted.
     pub fn complete_population(
@@ -466,6 +531,11 @@ impl PoolState {
             .keys()
             .map(|k| (k.clone(), self.pool_stats(k)))
             .collect()
+    }
+
+    /// When the first cooling port's cool-down ends (the executor ticks then).
+    pub fn next_cooldown_end(&self) -> Option<Instant> {
+        self.cooling.first().map(|(t, _)| *t)
     }
 
     /// Populations in flight.

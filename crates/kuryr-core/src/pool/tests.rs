@@ -578,3 +578,48 @@ fn random_sequences_never_lose_or_duplicate_a_port() {
     }
     assert!(seen.iter().all(|&n| n > 20), "paths not exercised: {seen:?}");
 }
+
+#[test]
+fn populate_now_forces_a_count_within_bounds() {
+    let now = Instant::now();
+    let cfg = PoolConfig {
+        min: 1,
+        max: 6,
+        batch: 2,
+        ..PoolConfig::default()
+    };
+    let mut st = PoolState::new(cfg);
+    let key = PoolKey::new("h", "p", "n");
+    let sgs = SgSet::new(["sg"]);
+    let t = st.populate_now(&key, &sgs, 10, now).expect("ticket");
+    assert_eq!(t.count, 6, "capped by ports_pool_max");
+    assert!(st.populate_now(&key, &sgs, 1, now).is_none(), "one per pool");
+    st.complete_population(t.ticket, (0..6).map(|i| format!("p{i}")))
+        .unwrap();
+    assert!(st.populate_now(&key, &sgs, 1, now).is_none(), "pool at max");
+    let pod = PodKey::new("ns", "a");
+    let Decision::Take(take) = st.request(&pod, &key, &sgs, now) else {
+        panic!("take")
+    };
+    assert_eq!(st.held_by(&pod), std::slice::from_ref(&take.port_id));
+    assert!(st.held_by(&PodKey::new("ns", "b")).is_empty());
+    st.check_invariants().unwrap();
+}
+
+#[test]
+fn adopt_available_adds_unknown_ports_only() {
+    let now = Instant::now();
+    let mut st = PoolState::new(cfg());
+    let key = PoolKey::new("h", "p", "n");
+    let sgs = SgSet::new(["sg"]);
+    assert!(st.adopt_available("x", key.clone(), sgs.clone()));
+    assert!(!st.adopt_available("x", key.clone(), sgs.clone()), "known");
+    assert_eq!(st.pool_stats(&key).available, 1);
+    let Decision::Take(t) = st.request(&PodKey::new("ns", "a"), &key, &sgs, now) else {
+        panic!("take")
+    };
+    assert_eq!(t.port_id, "x");
+    st.delete_network_pools("n");
+    assert!(!st.adopt_available("y", key, sgs), "closed network");
+    st.check_invariants().unwrap();
+}

@@ -41,10 +41,20 @@ impl Plan {
             .any(|s| matches!(s, Step::CreatePort(_) | Step::RemovePodFinalizer))
     }
 
+    /// The pod is going and its KuryrPort is being deleted: nothing to do but wait for it to be
+    /// gone. When computed from a cache, confirm with a live read (the cache can lag behind
+    /// the KuryrPort watch that triggered the reconcile) and check again soon.
+    pub fn awaits_port_release(&self) -> bool {
+        self.steps.is_empty() && self.reason == AWAITING_RELEASE
+    }
+
     fn new(reason: &'static str, steps: Vec<Step>) -> Self {
         Self { steps, reason }
     }
 }
+
+/// Reason of the plan that waits for a deleting KuryrPort to go.
+const AWAITING_RELEASE: &str = "waiting for the KuryrPort to release its port";
 
 /// `spec.hostNetwork` is set: kuryr does not wire the pod.
 pub fn is_host_network(pod: &Pod) -> bool {
@@ -127,7 +137,7 @@ pub fn plan(pod: &Pod, port: Option<&KuryrPort>) -> Plan {
             "pod deleted"
         };
         return match port {
-            Some(_) if port_deleting => Plan::new("waiting for the KuryrPort to release its port", vec![]),
+            Some(_) if port_deleting => Plan::new(AWAITING_RELEASE, vec![]),
             Some(_) => Plan::new(reason, vec![Step::DeletePort]),
             None if pod_finalized => Plan::new(reason, vec![Step::RemovePodFinalizer]),
             None => Plan::new(reason, vec![]),

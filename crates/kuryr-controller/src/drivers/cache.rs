@@ -1,0 +1,109 @@
+//! [`Reflected`]: a watch-fed, in-memory cache of one kind that the drivers read instead of
+//! asking the API server once per pod. The watch runs in a background task that ends when the
+//! cache is dropped.
+
+use std::{
+    fmt::Debug,
+    hash::Hash,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+};
+
+use futures::StreamExt;
+use kube::{
+    Api, Resource,
+    runtime::{
+        WatchStreamExt,
+        reflector::{self, ObjectRef, Store},
+        watcher,
+    },
+};
+use serde::de::DeserializeOwned;
+use tokio::task::JoinHandle;
+
+use super::DriverError;
+
+/// A cache of `K` kept up to date by a watch.
+pub struct Reflected<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    store: Store<K>,
+    synced: Arc<AtomicBool>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl<K> Reflected<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Default + Send + Sync,
+{
+    /// Starts watching `api` in a background task of the current Tokio runtime.
+    pub fn spawn(api: Api<K>, what: &'static str) -> Result<Self, DriverError> {
+        let handle = tokio::runtime::Handle::try_current().map_err(|_| DriverError::NoRuntime { what })?;
+        let (store, writer) = reflector::store();
+        let synced = Arc::new(AtomicBool::new(false));
+        let flag = synced.clone();
+        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+            .default_backoff()
+            .for_each(move |ev| {
+                if matches!(ev, Ok(watcher::Event::InitDone)) {
+                    flag.store(true, Ordering::Release);
+                }
+                if let Err(e) = ev {
+                    tracing::warn!(cache = what, error = %e, "driver cache watch failed, retrying");
+                }
+                futures::future::ready(())
+            });
+        let task = handle.spawn(stream);
+        Ok(Self {
+            store,
+            synced,
+            task: Some(task),
+        })
+    }
+
+    /// A cache fed by someone else's store (tests, or a handler sharing its reflector);
+    /// `synced` tells whether it has listed everything once.
+    pub fn from_store(store: Store<K>, synced: Arc<AtomicBool>) -> Self {
+        Self {
+            store,
+            synced,
+            task: None,
+        }
+    }
+
+    /// The cached object `name` (in `ns` for namespaced kinds).
+    pub fn get(&self, ns: Option<&str>, name: &str) -> Option<Arc<K>> {
+        let mut r = ObjectRef::new(name);
+        if let Some(ns) = ns {
+            r = r.within(ns);
+        }
+        self.store.get(&r)
+    }
+
+    /// Whether the initial list has been received (before that a miss means nothing).
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    /// The underlying store.
+    pub fn store(&self) -> &Store<K> {
+        &self.store
+    }
+}
+
+impl<K> Drop for Reflected<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    fn drop(&mut self) {
+        if let Some(t) = &self.task {
+            t.abort();
+        }
+    }
+}

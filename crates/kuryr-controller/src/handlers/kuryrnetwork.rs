@@ -1,0 +1,494 @@
+//! The KuryrNetwork handler (upstream's `KuryrNetworkHandler`, `enabled_handlers` name
+//! `kuryrnetwork`): for each KuryrNetwork, the namespace's Neutron network, its subnet from
+//! `[namespace_subnet] pod_subnet_pool` and its interface on `pod_router`, recorded step by
+//! step in `status` (so a restart resumes where it stopped); on deletion, the network's
+//! pools are freed, the subnet detached and the network deleted before the finalizer goes.
+//! Decisions live in [`plan`], Neutron calls in [`neutron`]; [`janitor`] deletes tagged
+//! namespace networks no KuryrNetwork references (leaks).
+
+pub mod janitor;
+pub mod neutron;
+pub mod plan;
+pub mod pools;
+pub mod support;
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::{
+    Api, ResourceExt,
+    api::{Patch, PatchParams},
+    runtime::{Controller, controller::Action, watcher},
+};
+use kuryr_core::config::TagPolicy;
+use kuryr_openstack::Neutron;
+use kuryr_types::{KuryrNetwork, constants::KURYRNETWORK_FINALIZER};
+use serde_json::{Value, json};
+use tracing::{debug, error, info, warn};
+
+use crate::Context;
+use neutron::NetSettings;
+use plan::Step;
+pub use pools::{NetworkPools, NoPools, PoolAdapter, PoolsError};
+use support::{Backoff, api_code, record};
+
+/// Name of this handler in `[kubernetes] enabled_handlers` and in metrics.
+pub const HANDLER: &str = "kuryrnetwork";
+
+/// A failed step of the KuryrNetwork handler.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The configured tags are not valid Neutron tags.
+    #[error("invalid [neutron_defaults] resource_tags/cluster_tag")]
+    Tags(#[source] kuryr_core::config::ConfigError),
+    /// A KuryrNetwork without a namespace (the watch only yields namespaced ones: invariant).
+    #[error("KuryrNetwork {0} has no namespace")]
+    MissingNamespace(String),
+    /// An option the namespace subnet driver needs is not set.
+    #[error("[namespace_subnet] {0} is not set")]
+    MissingOption(&'static str),
+    /// Reading the namespace (for its UID) failed.
+    #[error("reading namespace {ns}")]
+    GetNamespace {
+        /// Namespace.
+        ns: String,
+        /// Cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// Writing the KuryrNetwork failed.
+    #[error("updating {what} of KuryrNetwork {kn}")]
+    Patch {
+        /// What was written.
+        what: &'static str,
+        /// `namespace/name`.
+        kn: String,
+        /// Cause.
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// Finding or creating the network failed.
+    #[error("creating the network of namespace {ns}")]
+    CreateNetwork {
+        /// Namespace.
+        ns: String,
+        /// Cause.
+        #[source]
+        source: kuryr_openstack::Error,
+    },
+    /// Finding or creating the subnet failed.
+    #[error("creating the subnet of namespace {ns}")]
+    CreateSubnet {
+        /// Namespace.
+        ns: String,
+        /// Cause.
+        #[source]
+        source: kuryr_openstack::Error,
+    },
+    /// Attaching the subnet to the router failed.
+    #[error("attaching the subnet of namespace {ns} to router {router}")]
+    AttachRouter {
+        /// Namespace.
+        ns: String,
+        /// Router.
+        router: String,
+        /// Cause.
+        #[source]
+        source: kuryr_openstack::Error,
+    },
+    /// Freeing the network's pools failed.
+    #[error("freeing the pools of namespace {ns}")]
+    FreePools {
+        /// Namespace.
+        ns: String,
+        /// Cause.
+        #[source]
+        source: PoolsError,
+    },
+    /// Detaching or deleting the network failed.
+    #[error("deleting the network of namespace {ns}")]
+    DeleteNetwork {
+        /// Namespace.
+        ns: String,
+        /// Cause.
+        #[source]
+        source: kuryr_openstack::Error,
+    },
+}
+
+impl Error {
+    /// Reason of the Warning Event (upstream's names where it had one).
+    pub fn event_reason(&self) -> &'static str {
+        match self {
+            Error::CreateNetwork { .. } | Error::Tags(_) => "CreateNetworkFailed",
+            Error::CreateSubnet { .. } | Error::MissingOption(_) => "CreateSubnetFailed",
+            Error::AttachRouter { .. } => "AddingSubnetToRouterFailed",
+            Error::FreePools { .. } | Error::DeleteNetwork { .. } => "DeleteNetworkFailed",
+            Error::GetNamespace { .. } | Error::MissingNamespace(_) | Error::Patch { .. } => {
+                "UpdateKuryrNetworkFailed"
+            }
+        }
+    }
+
+    /// Label of the `outcome` of `kuryr_reconcile_total`.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Tags(_) => "tags",
+            Error::MissingNamespace(_) => "missing_namespace",
+            Error::MissingOption(_) => "missing_option",
+            Error::GetNamespace { .. } => "get_namespace",
+            Error::Patch { .. } => "patch",
+            Error::CreateNetwork { .. } => "create_network",
+            Error::CreateSubnet { .. } => "create_subnet",
+            Error::AttachRouter { .. } => "attach_router",
+            Error::FreePools { .. } => "free_pools",
+            Error::DeleteNetwork { .. } => "delete_network",
+        }
+    }
+}
+
+/// The handler's context.
+pub struct KnContext {
+    /// Shared controller context.
+    pub ctx: Arc<Context>,
+    /// Neutron.
+    pub neutron: Arc<dyn Neutron>,
+    /// Port pools (freed before a network is deleted).
+    pub pools: Arc<dyn NetworkPools>,
+    /// Subnet pool, router, MTU and tags.
+    pub settings: NetSettings,
+    backoff: Backoff,
+}
+
+impl KnContext {
+    /// A context from the configuration in `ctx`.
+    pub fn new(
+        ctx: Arc<Context>,
+        neutron: Arc<dyn Neutron>,
+        pools: Arc<dyn NetworkPools>,
+    ) -> Result<Self, Error> {
+        let settings = net_settings(&ctx.config)?;
+        Ok(Self {
+            ctx,
+            neutron,
+            pools,
+            settings,
+            backoff: Backoff::default(),
+        })
+    }
+}
+
+/// The Neutron settings of the namespace subnet driver from `config`.
+pub fn net_settings(config: &kuryr_config::Config) -> Result<NetSettings, Error> {
+    let nd = &config.neutron_defaults;
+    let tags = TagPolicy::new(nd.resource_tags.clone(), nd.cluster_tag.clone()).map_err(Error::Tags)?;
+    Ok(NetSettings {
+        subnet_pool: config.namespace_subnet.pod_subnet_pool.clone(),
+        router: config.namespace_subnet.pod_router.clone(),
+        mtu: nd.network_device_mtu,
+        tags: tags.tags(),
+    })
+}
+
+/// Runs the handler with the Neutron client and pools of [`Context::openstack`] (what
+/// `cli::spawn_handlers` starts); without them, or with invalid settings, the handler is
+/// reported dead at once.
+pub async fn start(ctx: Arc<Context>) {
+    let Some(os) = ctx.openstack.clone() else {
+        error!(handler = HANDLER, "no OpenStack connection in the context");
+        return ctx.health.handler_died(HANDLER);
+    };
+    let pools: Arc<dyn NetworkPools> = Arc::new(PoolAdapter(os.pool.clone()));
+    match KnContext::new(ctx.clone(), os.neutron.clone(), pools) {
+        Ok(k) => run(Arc::new(k)).await,
+        Err(e) => {
+            error!(handler = HANDLER, error = %crate::error_chain(&e), "cannot start");
+            ctx.health.handler_died(HANDLER);
+        }
+    }
+}
+
+/// Runs the handler until its watch ends; reports sync and death to [`Context::health`].
+pub async fn run(kctx: Arc<KnContext>) {
+    let ctx = kctx.ctx.clone();
+    let api: Api<KuryrNetwork> = Api::all(ctx.client.clone());
+    let controller = Controller::new(api, watcher::Config::default());
+    let store = controller.store();
+    let health = ctx.health.clone();
+    let synced = async move {
+        support::wait_ready(&store, HANDLER).await;
+        info!(handler = HANDLER, "KuryrNetwork watcher synced");
+        health.synced();
+        std::future::pending::<()>().await;
+    };
+    let janitor_store = controller.store();
+    let janitor_ctx = kctx.clone();
+    let janitor = async move {
+        let j = janitor::Janitor::default();
+        let interval = janitor_ctx.ctx.config.vif_pool.ports_pool_janitor_interval;
+        j.run(
+            janitor_ctx.neutron.as_ref(),
+            &janitor_ctx.settings,
+            janitor_store,
+            interval,
+        )
+        .await
+    };
+    let reconciler = controller
+        .run(reconcile, error_policy, kctx)
+        .for_each(|res| async move {
+            match res {
+                Ok((obj, _)) => debug!(ns = ?obj.namespace, kn = %obj.name, "reconciled"),
+                Err(e) => support::log_controller_error(HANDLER, &e),
+            }
+        });
+    tokio::select! {
+        _ = reconciler => {}
+        _ = synced => {}
+        _ = janitor => {}
+    }
+    warn!(handler = HANDLER, "handler loop ended");
+    ctx.health.handler_died(HANDLER);
+}
+
+fn key(kn: &KuryrNetwork) -> String {
+    format!("{}/{}", kn.namespace().unwrap_or_default(), kn.name_any())
+}
+
+/// Reconciles one KuryrNetwork; counts the outcome and records a Warning Event on failure.
+pub async fn reconcile(kn: Arc<KuryrNetwork>, kctx: Arc<KnContext>) -> Result<Action, Error> {
+    let ctx = &kctx.ctx;
+    let res = apply(KuryrNetwork::clone(&kn), &kctx).await;
+    match &res {
+        Ok(_) => {
+            ctx.metrics.reconciled(HANDLER, "ok");
+            kctx.backoff.succeeded(&key(&kn));
+        }
+        Err(e) => {
+            ctx.metrics.reconciled(HANDLER, e.metric_label());
+            let chain = crate::error_chain(e);
+            warn!(kn = %key(&kn), error = %chain, "KuryrNetwork handler failed");
+            record(ctx, kn.as_ref(), true, e.event_reason(), chain).await;
+        }
+    }
+    res
+}
+
+/// Retry policy: exponential per KuryrNetwork, 1 s doubling to 60 s.
+pub fn error_policy(kn: Arc<KuryrNetwork>, _error: &Error, kctx: Arc<KnContext>) -> Action {
+    Action::requeue(kctx.backoff.failed(&key(&kn)))
+}
+
+/// Writes `patch` (merge) to `kn`; `None` when the KuryrNetwork is gone.
+async fn patch(
+    api: &Api<KuryrNetwork>,
+    kn: &KuryrNetwork,
+    what: &'static str,
+    patch: &Value,
+) -> Result<Option<KuryrNetwork>, Error> {
+    match api
+        .patch(&kn.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
+        Ok(k) => Ok(Some(k)),
+        Err(e) if api_code(&e) == Some(404) => Ok(None),
+        Err(source) => Err(Error::Patch {
+            what,
+            kn: key(kn),
+            source: Box::new(source),
+        }),
+    }
+}
+
+/// The UID of namespace `ns` (`None` once it is gone).
+async fn namespace_uid(ctx: &Context, ns: &str) -> Result<Option<String>, Error> {
+    let api: Api<Namespace> = Api::all(ctx.client.clone());
+    match api.get_opt(ns).await {
+        Ok(n) => Ok(n.and_then(|n| n.metadata.uid)),
+        Err(source) => Err(Error::GetNamespace {
+            ns: ns.to_owned(),
+            source,
+        }),
+    }
+}
+
+async fn apply(mut kn: KuryrNetwork, kctx: &KnContext) -> Result<Action, Error> {
+    let ctx = &kctx.ctx;
+    let neutron = kctx.neutron.as_ref();
+    let s = &kctx.settings;
+    let ns = kn
+        .namespace()
+        .ok_or_else(|| Error::MissingNamespace(kn.name_any()))?;
+    let api: Api<KuryrNetwork> = Api::namespaced(ctx.client.clone(), &ns);
+    let project = kn.spec.project_id.clone();
+    let ns_name = if kn.spec.ns_name.is_empty() {
+        ns.clone()
+    } else {
+        kn.spec.ns_name.clone()
+    };
+    let mut ns_uid: Option<Option<String>> = None;
+    // Each step changes the state `next_step` looks at; the bound only guards against a
+    // server that ignores our writes.
+    for _ in 0..8 {
+        let step = plan::next_step(&kn);
+        debug!(%ns, ?step, "KuryrNetwork step");
+        let updated = match step {
+            Step::Done | Step::Gone => break,
+            Step::AddFinalizer => {
+                let mut f = kn.finalizers().to_vec();
+                f.push(KURYRNETWORK_FINALIZER.to_owned());
+                let p = json!({"metadata": {"finalizers": f, "resourceVersion": kn.resource_version()}});
+                patch(&api, &kn, "finalizers", &p).await?
+            }
+            Step::CreateNetwork => {
+                if ns_uid.is_none() {
+                    ns_uid = Some(namespace_uid(ctx, &ns).await?);
+                }
+                let uid = ns_uid.clone().flatten();
+                let (net, created) = neutron::ensure_network(neutron, s, &project, uid.as_deref(), &ns_name)
+                    .await
+                    .map_err(|source| Error::CreateNetwork {
+                        ns: ns.clone(),
+                        source,
+                    })?;
+                if created {
+                    record(
+                        ctx,
+                        &kn,
+                        false,
+                        "CreateNetworkSucceed",
+                        format!("network {} created", net.id),
+                    )
+                    .await;
+                }
+                patch(&api, &kn, "status.netId", &plan::status_net(&net.id)).await?
+            }
+            Step::CreateSubnet => {
+                if s.subnet_pool.is_none() {
+                    return Err(Error::MissingOption("pod_subnet_pool"));
+                }
+                if ns_uid.is_none() {
+                    ns_uid = Some(namespace_uid(ctx, &ns).await?);
+                }
+                let uid = ns_uid.clone().flatten();
+                let net_id = kn
+                    .status
+                    .as_ref()
+                    .and_then(|st| st.net_id.clone())
+                    .unwrap_or_default();
+                let (sub, created) =
+                    neutron::ensure_subnet(neutron, s, &project, &net_id, uid.as_deref(), &ns_name)
+                        .await
+                        .map_err(|source| Error::CreateSubnet {
+                            ns: ns.clone(),
+                            source,
+                        })?;
+                if created {
+                    let note = format!("subnet {} ({}) created", sub.id, sub.cidr);
+                    record(ctx, &kn, false, "CreateSubnetSucceed", note).await;
+                }
+                patch(
+                    &api,
+                    &kn,
+                    "status.subnetId",
+                    &plan::status_subnet(&sub.id, &sub.cidr),
+                )
+                .await?
+            }
+            Step::AttachRouter => {
+                let router = s.router.clone().ok_or(Error::MissingOption("pod_router"))?;
+                let sub_id = kn
+                    .status
+                    .as_ref()
+                    .and_then(|st| st.subnet_id.clone())
+                    .unwrap_or_default();
+                neutron::attach(neutron, &router, &sub_id)
+                    .await
+                    .map_err(|source| Error::AttachRouter {
+                        ns: ns.clone(),
+                        router: router.clone(),
+                        source,
+                    })?;
+                let note = format!("subnet {sub_id} attached to router {router}");
+                record(ctx, &kn, false, "AddingSubnetToRouterSucceed", note).await;
+                patch(&api, &kn, "status.routerId", &plan::status_router(&router)).await?
+            }
+            Step::SyncLabels => patch(&api, &kn, "status.nsLabels", &plan::status_labels(&kn)).await?,
+            Step::Finalize => {
+                finalize(&kn, kctx, &ns, &ns_name).await?;
+                let f = plan::finalizers_without_ours(&kn);
+                let p = json!({"metadata": {"finalizers": f, "resourceVersion": kn.resource_version()}});
+                let out = patch(&api, &kn, "finalizers", &p).await?;
+                info!(%ns, "KuryrNetwork released");
+                out
+            }
+        };
+        match updated {
+            Some(k) => kn = k,
+            None => break,
+        }
+    }
+    let period = ctx.config.kubernetes.watch_reconcile_period;
+    Ok(if period.is_zero() {
+        Action::await_change()
+    } else {
+        Action::requeue(period)
+    })
+}
+
+/// Frees the pools and deletes the Neutron side of `kn`.
+async fn finalize(kn: &KuryrNetwork, kctx: &KnContext, ns: &str, ns_name: &str) -> Result<(), Error> {
+    let neutron = kctx.neutron.as_ref();
+    let s = &kctx.settings;
+    let st = kn.status.clone().unwrap_or_default();
+    let del_err = |source| Error::DeleteNetwork {
+        ns: ns.to_owned(),
+        source,
+    };
+    let router = st.router_id.clone().or_else(|| s.router.clone());
+    let nets: Vec<(String, Option<String>)> = match st.net_id.filter(|n| !n.is_empty()) {
+        Some(net) => vec![(net, st.subnet_id.clone())],
+        None => {
+            // Created but not recorded (crash before the status patch): find it by name.
+            let uid = namespace_uid(&kctx.ctx, ns).await?;
+            let names = plan::candidate_network_names(uid.as_deref(), ns_name);
+            let mut found = neutron::find_network(neutron, s, &kn.spec.project_id, &names)
+                .await
+                .map_err(del_err)?;
+            if found.is_none() && uid.is_none() {
+                found = neutron::find_orphaned_network(neutron, s, &kn.spec.project_id, ns_name)
+                    .await
+                    .map_err(del_err)?;
+            }
+            match found {
+                Some(n) => {
+                    let subs = neutron
+                        .list_subnets(&kuryr_openstack::ResourceFilter {
+                            network_id: Some(n.id.clone()),
+                            ..Default::default()
+                        })
+                        .await
+                        .map_err(del_err)?;
+                    vec![(n.id, subs.into_iter().next().map(|x| x.id))]
+                }
+                None => Vec::new(),
+            }
+        }
+    };
+    for (net, subnet) in nets {
+        let freed = kctx
+            .pools
+            .free_network(&net)
+            .await
+            .map_err(|source| Error::FreePools {
+                ns: ns.to_owned(),
+                source,
+            })?;
+        neutron::teardown(neutron, router.as_deref(), subnet.as_deref(), &net)
+            .await
+            .map_err(del_err)?;
+        info!(%ns, network = %net, pooled_ports_freed = freed, "network deleted");
+    }
+    Ok(())
+}

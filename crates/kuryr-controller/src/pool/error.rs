@@ -1,0 +1,148 @@
+//! [`Error`]: the failed steps of the pool executor.
+
+use std::time::Duration;
+
+/// A failed step of the pool executor. Neutron causes keep their typed
+/// [`kuryr_openstack::Error`] (see [`Error::is_retryable`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Creating a port (noop pool) or a bulk of pool ports failed.
+    #[error("creating ports for pool {pool}")]
+    CreatePort {
+        /// The pool (`host/project/network`).
+        pool: String,
+        /// Cause.
+        #[source]
+        source: kuryr_openstack::Error,
+    },
+    /// Neutron answered a create with no port.
+    #[error("creating ports for pool {pool}: Neutron returned no port")]
+    EmptyCreate {
+        /// The pool.
+        pool: String,
+    },
+    /// The pool's last population failed; no new attempt before the back-off ends.
+    #[error("populating pool {pool} failed ({cause}); next attempt in {retry_in:?}")]
+    PopulationBackoff {
+        /// The pool.
+        pool: String,
+        /// Until the next attempt.
+        retry_in: Duration,
+        /// The failure, as text (it belongs to another request).
+        cause: String,
+    },
+    /// Reading a port failed.
+    #[error("reading port {port_id}")]
+    GetPort {
+        /// The port.
+        port_id: String,
+        /// Cause.
+        #[source]
+        source: kuryr_openstack::Error,
+    },
+    /// Updating a port failed.
+    #[error("updating port {port_id} ({what})")]
+    UpdatePort {
+        /// The port.
+        port_id: String,
+        /// What was updated.
+        what: &'static str,
+        /// Cause.
+        #[source]
+        source: kuryr_openstack::Error,
+    },
+    /// Deleting a port failed.
+    #[error("deleting port {port_id}")]
+    DeletePort {
+        /// The port.
+        port_id: String,
+        /// Cause.
+        #[source]
+        source: kuryr_openstack::Error,
+    },
+    /// Listing ports failed.
+    #[error("listing ports ({what})")]
+    ListPorts {
+        /// Which list.
+        what: &'static str,
+        /// Cause.
+        #[source]
+        source: kuryr_openstack::Error,
+    },
+    /// Reading a network or its subnets failed.
+    #[error("reading network {network_id} and its subnets")]
+    Network {
+        /// The network.
+        network_id: String,
+        /// Cause.
+        #[source]
+        source: kuryr_openstack::Error,
+    },
+    /// The port cannot be described as a VIF.
+    #[error("building the VIF of port {port_id}")]
+    Vif {
+        /// The port.
+        port_id: String,
+        /// Cause.
+        #[source]
+        source: kuryr_types::from_neutron::FromNeutronError,
+    },
+    /// The network's pools were freed: no new port on it.
+    #[error("network {network_id} is being deleted: no new port is handed out on it")]
+    NetworkClosed {
+        /// The network.
+        network_id: String,
+    },
+}
+
+impl Error {
+    /// The Neutron error behind this one, if any.
+    pub fn neutron(&self) -> Option<&kuryr_openstack::Error> {
+        match self {
+            Error::CreatePort { source, .. }
+            | Error::GetPort { source, .. }
+            | Error::UpdatePort { source, .. }
+            | Error::DeletePort { source, .. }
+            | Error::ListPorts { source, .. }
+            | Error::Network { source, .. } => Some(source),
+            Error::EmptyCreate { .. }
+            | Error::PopulationBackoff { .. }
+            | Error::Vif { .. }
+            | Error::NetworkClosed { .. } => None,
+        }
+    }
+
+    /// Retrying later can succeed (Neutron conflicts, quota, 5xx, timeouts; back-offs; a
+    /// closed network, once the pod is gone or gets another network).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::PopulationBackoff { .. } | Error::NetworkClosed { .. } | Error::EmptyCreate { .. } => true,
+            Error::Vif { .. } => false,
+            _ => self.neutron().is_some_and(kuryr_openstack::Error::is_retryable),
+        }
+    }
+
+    /// When to try again.
+    pub fn retry_after(&self) -> Duration {
+        match self {
+            Error::PopulationBackoff { retry_in, .. } => (*retry_in).max(Duration::from_millis(200)),
+            _ if self.is_retryable() => Duration::from_secs(2),
+            _ => Duration::from_secs(30),
+        }
+    }
+
+    /// Short label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::CreatePort { .. } | Error::EmptyCreate { .. } => "create_port",
+            Error::PopulationBackoff { .. } => "population_backoff",
+            Error::GetPort { .. } => "get_port",
+            Error::UpdatePort { .. } => "update_port",
+            Error::DeletePort { .. } => "delete_port",
+            Error::ListPorts { .. } => "list_ports",
+            Error::Network { .. } => "get_network",
+            Error::Vif { .. } => "build_vif",
+            Error::NetworkClosed { .. } => "network_closed",
+        }
+    }
+}

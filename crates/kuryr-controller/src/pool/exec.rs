@@ -1,0 +1,258 @@
+//! Execution of what the pool state decides: populations (one bulk `POST /v2.0/ports` per
+//! ticket), deletions, the periodic tick, and the pool gauges.
+
+use std::{
+    collections::HashSet,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use futures::StreamExt;
+use kuryr_core::{config::POOL_PORT_NAME, pool::PopulateRequest};
+use tracing::{debug, info, warn};
+
+use super::{Error, VifPool, lock};
+use crate::metrics::{OutcomeLabels, PoolLabels, PoolPortLabels};
+
+/// Deletions run at once (upstream deletes a network's pool ports 5 at a time).
+const DELETE_CONCURRENCY: usize = 5;
+/// Wait after a timed-out bulk creation before looking for the ports it made anyway.
+const ADOPT_DELAY: Duration = Duration::from_secs(30);
+
+impl VifPool {
+    /// Executes `req` in the background.
+    pub(super) fn spawn_population(self: &Arc<Self>, req: PopulateRequest) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let _ = me.execute_population(req).await;
+        });
+    }
+
+    /// One bulk creation of `req.count` ports; reports to the state, warms the network cache,
+    /// wakes waiting pods. Returns how many ports the pool gained.
+    pub(super) async fn execute_population(self: &Arc<Self>, req: PopulateRequest) -> Result<u32, Error> {
+        // Pool ports are always named like upstream's `port_debug` pool ports: harmless, and
+        // an operator sees at once what a port is.
+        let one = self.port_create(&req.key, req.sgs.as_slice(), Some(POOL_PORT_NAME.into()), None);
+        let body = vec![one; req.count as usize];
+        let started = Instant::now();
+        let result = self.neutron.create_ports_bulk(&body).await;
+        let out = match result {
+            Ok(ports) => {
+                // Warm the network cache before pods are woken, so their VIFs need no request.
+                if let Err(e) = self.nets.get(&req.key.network_id).await {
+                    debug!(error = %e, "network not cached yet");
+                }
+                {
+                    let mut cache = lock(&self.ports);
+                    for p in &ports {
+                        cache.insert(p.id.clone(), p.clone());
+                    }
+                }
+                let ids: Vec<String> = ports.iter().map(|p| p.id.clone()).collect();
+                let outcome = self.state().complete_population(req.ticket, ids);
+                lock(&self.last_error).remove(&req.key);
+                self.metrics
+                    .populations
+                    .get_or_create(&OutcomeLabels { outcome: "ok".into() })
+                    .inc();
+                info!(pool = %req.key, ports = ports.len(), elapsed_ms = started.elapsed().as_millis() as u64,
+                    "pool populated");
+                match outcome {
+                    Ok(o) => {
+                        if !o.delete.is_empty() {
+                            info!(pool = %req.key, ports = o.delete.len(), "pool deleted meanwhile: deleting new ports");
+                            let me = self.clone();
+                            tokio::spawn(async move {
+                                let _ = me.delete_many(&o.delete).await;
+                            });
+                        }
+                        Ok(o.added.len() as u32)
+                    }
+                    Err(e) => {
+                        warn!(pool = %req.key, error = %e, "population ticket unknown");
+                        Ok(0)
+                    }
+                }
+            }
+            Err(source) => {
+                if matches!(
+                    source,
+                    kuryr_openstack::Error::Timeout { .. } | kuryr_openstack::Error::Transport { .. }
+                ) {
+                    // The answer was lost, not necessarily the ports: look for them later.
+                    let me = self.clone();
+                    let key = req.key.clone();
+                    tokio::spawn(async move { me.adopt_lost_ports(&key).await });
+                }
+                let err = Error::CreatePort {
+                    pool: req.key.to_string(),
+                    source,
+                };
+                let chain = crate::error_chain(&err);
+                warn!(pool = %req.key, count = req.count, error = %chain, "pool population failed");
+                if let Err(e) = self.state().fail_population(req.ticket, Instant::now()) {
+                    warn!(error = %e, "population ticket unknown");
+                }
+                lock(&self.last_error).insert(req.key.clone(), chain);
+                self.metrics
+                    .populations
+                    .get_or_create(&OutcomeLabels {
+                        outcome: "failed".into(),
+                    })
+                    .inc();
+                Err(err)
+            }
+        };
+        self.changed.send_modify(|v| *v += 1);
+        // Another pool may be waiting for a free bulk slot.
+        self.tick_now();
+        out
+    }
+
+    /// After a bulk creation timed out: waits for Neutron to finish it, then adopts this
+    /// cluster's ports of the pool that the state does not know as available (without this
+    /// they would wait for the janitor's minimum age).
+    async fn adopt_lost_ports(self: &Arc<Self>, key: &kuryr_core::pool::PoolKey) {
+        tokio::time::sleep(ADOPT_DELAY).await;
+        let filter = kuryr_openstack::PortFilter {
+            device_owner: Some(kuryr_types::constants::DEVICE_OWNER.to_string()),
+            tags: self.settings.tags.tags(),
+            network_id: Some(key.network_id.clone()),
+            binding_host_id: Some(key.host.clone()),
+            project_id: Some(key.project_id.clone()),
+            ..kuryr_openstack::PortFilter::default()
+        };
+        if self.settings.tags.is_empty() {
+            // Without tags another system's ports cannot be told apart: leave them.
+            return;
+        }
+        let ports = match self.neutron.list_ports(&filter).await {
+            Ok(p) => p,
+            Err(e) => {
+                warn!(pool = %key, error = %e, "looking for ports of a timed-out bulk creation failed");
+                return;
+            }
+        };
+        let mut adopted = 0;
+        for p in ports {
+            let sgs = kuryr_core::pool::SgSet::new(p.security_groups.iter().cloned());
+            let known = self.state().port(&p.id).is_some();
+            // A port a KuryrPort references is known (recovered or taken): never adopted.
+            if !known && p.is_bound() && self.state().adopt_available(&p.id, key.clone(), sgs) {
+                lock(&self.ports).insert(p.id.clone(), p);
+                adopted += 1;
+            }
+        }
+        if adopted > 0 {
+            info!(pool = %key, adopted, "ports of a timed-out bulk creation adopted");
+            self.publish_stats();
+            self.changed.send_modify(|v| *v += 1);
+        }
+    }
+
+    /// One pass of [`kuryr_core::pool::PoolState::tick`], executed.
+    pub fn tick_now(self: &Arc<Self>) {
+        if !self.pooled() {
+            return;
+        }
+        let out = self.state().tick(Instant::now());
+        for req in out.populate {
+            self.spawn_population(req);
+        }
+        if !out.delete.is_empty() {
+            let me = self.clone();
+            tokio::spawn(async move {
+                let _ = me.delete_many(&out.delete).await;
+            });
+        }
+        if !out.ready.is_empty() {
+            debug!(
+                ports = out.ready.len(),
+                "ports back in their pools after the cool-down"
+            );
+            self.changed.send_modify(|v| *v += 1);
+        }
+        self.publish_stats();
+    }
+
+    /// Ticks every `ports_pool_update_frequency`, when a cool-down ends, and when woken. Never
+    /// returns (with the noop driver it just waits).
+    pub async fn run_maintenance(self: Arc<Self>) {
+        if !self.pooled() {
+            std::future::pending::<()>().await;
+        }
+        let period = self.settings.pool.update_frequency.max(Duration::from_secs(1));
+        loop {
+            let next = self.state().next_cooldown_end();
+            let wake = next.map_or(Instant::now() + period, |t| t.min(Instant::now() + period));
+            tokio::select! {
+                _ = tokio::time::sleep_until(wake.into()) => {}
+                _ = self.maintenance.notified() => {}
+            }
+            self.tick_now();
+        }
+    }
+
+    /// Deletes ports, [`DELETE_CONCURRENCY`] at a time; returns how many were deleted, or the
+    /// first error after trying all.
+    pub(super) async fn delete_many(&self, ids: &[String]) -> Result<usize, Error> {
+        let results: Vec<Result<(), Error>> = futures::stream::iter(ids.to_vec())
+            .map(|id| async move { self.delete_port(&id).await })
+            .buffer_unordered(DELETE_CONCURRENCY)
+            .collect()
+            .await;
+        let mut deleted = 0;
+        let mut first = None;
+        for r in results {
+            match r {
+                Ok(()) => deleted += 1,
+                Err(e) => {
+                    warn!(error = %crate::error_chain(&e), "port deletion failed");
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        self.publish_stats();
+        match first {
+            Some(e) => Err(e),
+            None => Ok(deleted),
+        }
+    }
+
+    /// Sets `kuryr_pool_ports` and `kuryr_pool_waiting_pods` from the state.
+    pub fn publish_stats(&self) {
+        let stats = self.state().stats();
+        let mut published = lock(&self.published);
+        let current: HashSet<_> = stats.keys().cloned().collect();
+        let gone: Vec<_> = published.difference(&current).cloned().collect();
+        let zero = kuryr_core::pool::PoolStats::default();
+        for (key, s) in stats.iter().chain(gone.iter().map(|k| (k, &zero))) {
+            for (state, v) in [
+                ("available", s.available),
+                ("in_use", s.in_use),
+                ("cooling", s.cooling),
+                ("creating", s.populating),
+            ] {
+                self.metrics
+                    .pool_ports
+                    .get_or_create(&PoolPortLabels {
+                        host: key.host.clone(),
+                        project: key.project_id.clone(),
+                        network: key.network_id.clone(),
+                        state: state.into(),
+                    })
+                    .set(i64::from(v));
+            }
+            self.metrics
+                .pool_waiting
+                .get_or_create(&PoolLabels {
+                    host: key.host.clone(),
+                    project: key.project_id.clone(),
+                    network: key.network_id.clone(),
+                })
+                .set(i64::from(s.waiting));
+        }
+        *published = current;
+    }
+}

@@ -1,0 +1,386 @@
+//! The port-pool executor ([`VifPool`]): owns the pure [`PoolState`] of `kuryr-core` behind a
+//! mutex (never held across an `.await`) and performs what it decides with Neutron.
+//!
+//! ```text
+//!  KuryrPort handler ── acquire(pod, host, target) ──► PoolState::request
+//!        ▲                                               │ Take: cached Port ──► VIF (0 Neutron calls)
+//!        │ woken (watch channel) when ports appear        │ Wait: PopulateRequest ──► one bulk POST /v2.0/ports
+//!        └──────────────────────────────────────────────-┘        (spawned; ≤ max_concurrent_bulk, one per pool)
+//!  release(pod, ports) ──► PoolState::release ──► cool-down, or DELETE /v2.0/ports/{id}
+//!  maintenance loop (ports_pool_update_frequency, cool-down ends) ──► PoolState::tick ──► populate/trim
+//!  recover(KuryrPort refs) at start ──► tagged compute:kuryr ports ──► PoolState::recover
+//!  janitor (janitor.rs) ──► tagged ports nothing owns, older than the minimum age ──► delete
+//! ```
+//!
+//! With `[kubernetes] vif_pool_driver = noop` nothing is pooled: one single-port create per pod,
+//! and the port is deleted on release (upstream's noop pool).
+//!
+//! Submodules: [`settings`] (options), [`exec`] (populations, deletions, ticks, metrics),
+//! `release` (release, deletion, freeing pools), `inspect` (views for the pool manager),
+//! [`netcache`] (network and subnets per network for the VIFs), [`recovery`], [`janitor`],
+//! [`manager`] (the pool manager API on a unix socket).
+
+mod error;
+pub mod exec;
+mod inspect;
+pub mod janitor;
+pub mod manager;
+pub mod netcache;
+pub mod recovery;
+mod release;
+pub mod settings;
+#[cfg(test)]
+mod tests;
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Arc, Mutex, MutexGuard, atomic::AtomicBool},
+    time::{Duration, Instant},
+};
+
+use kuryr_core::pool::{Decision, PodKey, PoolKey, PoolState, SgSet, WaitReason};
+use kuryr_openstack::{Neutron, Port, PortCreate, PortUpdate};
+use kuryr_types::{constants::DEVICE_OWNER, vif::Vif};
+use tokio::sync::{Notify, watch};
+use tracing::{debug, info};
+
+pub use error::Error;
+pub use inspect::{PoolPorts, PoolSummary};
+pub use settings::{PoolMode, PoolSettings, SettingsError};
+
+use crate::{drivers::PodTarget, metrics::Metrics};
+
+/// What the KuryrPort handler asks for: a port for `pod` bound to `host` as `target` says.
+#[derive(Debug, Clone)]
+pub struct PortRequest<'a> {
+    /// The pod (KuryrPort namespace and name).
+    pub pod: PodKey,
+    /// The pod's UID (`device_id` with `port_debug`).
+    pub pod_uid: &'a str,
+    /// Binding host: the pod's node.
+    pub host: &'a str,
+    /// Project, network, subnets and security groups from the drivers.
+    pub target: &'a PodTarget,
+}
+
+/// A port handed to a pod and its VIF.
+#[derive(Debug, Clone)]
+pub struct Acquired {
+    /// The Neutron port.
+    pub port: Port,
+    /// Its VIF (`active` false until the activation loop sees the port ACTIVE).
+    pub vif: Vif,
+}
+
+/// The executor. Share it as `Arc<VifPool>`.
+pub struct VifPool {
+    settings: PoolSettings,
+    neutron: Arc<dyn Neutron>,
+    metrics: Arc<Metrics>,
+    state: Mutex<PoolState>,
+    /// Every port the pool knows, as Neutron last returned it (a take needs no read).
+    ports: Mutex<HashMap<String, Port>>,
+    /// Subnets to allocate from, per network (learned from requests).
+    subnets: Mutex<HashMap<String, Vec<String>>>,
+    /// Last population failure per pool (surfaced to waiting pods as an Event).
+    last_error: Mutex<HashMap<PoolKey, String>>,
+    /// Pools published in the metrics (to zero the ones that went away).
+    published: Mutex<HashSet<PoolKey>>,
+    /// Noop driver: ports created for pods whose KuryrPort does not reference them yet.
+    noop_pending: Mutex<HashMap<PodKey, Port>>,
+    nets: netcache::NetCache,
+    /// Bumped whenever ports may have become available (or a population failed).
+    changed: watch::Sender<u64>,
+    /// Wakes the maintenance loop (a cool-down started, a population ended).
+    maintenance: Notify,
+    recovered: AtomicBool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+impl VifPool {
+    /// An executor with empty pools; call [`VifPool::recover`] before serving requests.
+    pub fn new(settings: PoolSettings, neutron: Arc<dyn Neutron>, metrics: Arc<Metrics>) -> Arc<Self> {
+        let state = PoolState::new(settings.pool.clone());
+        let (changed, _) = watch::channel(0);
+        Arc::new(VifPool {
+            nets: netcache::NetCache::new(neutron.clone()),
+            settings,
+            neutron,
+            metrics,
+            state: Mutex::new(state),
+            ports: Mutex::default(),
+            subnets: Mutex::default(),
+            last_error: Mutex::default(),
+            published: Mutex::default(),
+            noop_pending: Mutex::default(),
+            changed,
+            maintenance: Notify::new(),
+            recovered: AtomicBool::new(false),
+        })
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &PoolSettings {
+        &self.settings
+    }
+
+    /// The Neutron client.
+    pub fn neutron(&self) -> &Arc<dyn Neutron> {
+        &self.neutron
+    }
+
+    fn state(&self) -> MutexGuard<'_, PoolState> {
+        lock(&self.state)
+    }
+
+    fn pooled(&self) -> bool {
+        self.settings.mode == PoolMode::Neutron
+    }
+
+    /// Recovery has run: requests may be served (`/ready` waits for it).
+    pub fn is_recovered(&self) -> bool {
+        self.recovered.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn remember_subnets(&self, target: &PodTarget) {
+        if target.subnet_ids.is_empty() {
+            return;
+        }
+        let mut m = lock(&self.subnets);
+        if m.get(&target.network_id) != Some(&target.subnet_ids) {
+            m.insert(target.network_id.clone(), target.subnet_ids.clone());
+        }
+    }
+
+    fn subnets_of(&self, network_id: &str) -> Vec<String> {
+        lock(&self.subnets).get(network_id).cloned().unwrap_or_default()
+    }
+
+    /// The create body of one port of `key` with `sgs`.
+    fn port_create(
+        &self,
+        key: &PoolKey,
+        sgs: &[String],
+        name: Option<String>,
+        device_id: Option<String>,
+    ) -> PortCreate {
+        PortCreate {
+            network_id: key.network_id.clone(),
+            project_id: Some(key.project_id.clone()),
+            subnet_ids: self.subnets_of(&key.network_id),
+            security_groups: Some(sgs.to_vec()),
+            device_owner: Some(DEVICE_OWNER.to_string()),
+            device_id,
+            binding_host_id: Some(key.host.clone()),
+            name,
+            description: None,
+            admin_state_up: Some(true),
+            tags: self.settings.tags.tags(),
+        }
+    }
+
+    /// A port for the pod. Neutron pool: served from the pool (no Neutron call when a port with
+    /// the right security groups is available); an empty pool starts one bulk creation and the
+    /// call waits up to `max_wait` for it, returning `Ok(None)` if it is still not there (the
+    /// caller requeues). Noop: one port is created now.
+    ///
+    /// Idempotent per pod: a retry after a failed status write gets the same port.
+    pub async fn acquire(
+        self: &Arc<Self>,
+        req: &PortRequest<'_>,
+        max_wait: Duration,
+    ) -> Result<Option<Acquired>, Error> {
+        self.remember_subnets(req.target);
+        if !self.pooled() {
+            return self.acquire_noop(req).await.map(Some);
+        }
+        let key = PoolKey::new(req.host, &req.target.project_id, &req.target.network_id);
+        let sgs = SgSet::new(req.target.security_groups.iter().cloned());
+        let mut rx = self.changed.subscribe();
+        let deadline = Instant::now() + max_wait;
+        loop {
+            let now = Instant::now();
+            let decision = self.state().request(&req.pod, &key, &sgs, now);
+            match decision {
+                Decision::Take(take) => {
+                    if let Some(p) = take.populate {
+                        self.spawn_population(p);
+                    }
+                    self.publish_stats();
+                    return self.finish_take(req, &take.port_id, &sgs).await.map(Some);
+                }
+                Decision::Wait { reason, populate } => {
+                    if let Some(p) = populate {
+                        self.spawn_population(p);
+                    }
+                    self.publish_stats();
+                    let wake = match reason {
+                        WaitReason::NetworkClosed => {
+                            return Err(Error::NetworkClosed {
+                                network_id: key.network_id.clone(),
+                            });
+                        }
+                        WaitReason::Backoff { until } => {
+                            let cause = lock(&self.last_error).get(&key).cloned();
+                            return Err(Error::PopulationBackoff {
+                                pool: key.to_string(),
+                                retry_in: until.saturating_duration_since(now),
+                                cause: cause.unwrap_or_else(|| "unknown".into()),
+                            });
+                        }
+                        WaitReason::AtMax { until } => until.unwrap_or(deadline),
+                        WaitReason::Populating
+                        | WaitReason::PopulationInFlight
+                        | WaitReason::ConcurrencyLimit => deadline,
+                    };
+                    debug!(pod = %req.pod, pool = %key, ?reason, "waiting for a pool port");
+                    let wake = wake.min(deadline);
+                    tokio::select! {
+                        r = rx.changed() => {
+                            if r.is_err() {
+                                tokio::time::sleep_until(wake.into()).await;
+                            }
+                        }
+                        _ = tokio::time::sleep_until(wake.into()) => {}
+                    }
+                    if Instant::now() >= deadline {
+                        return Ok(None);
+                    }
+                    if matches!(reason, WaitReason::AtMax { .. }) {
+                        self.tick_now();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Makes a taken port fit the request (security groups, `port_debug` name), from the
+    /// cached port: on the hot path nothing needs writing and nothing is read.
+    async fn finish_take(
+        &self,
+        req: &PortRequest<'_>,
+        port_id: &str,
+        sgs: &SgSet,
+    ) -> Result<Acquired, Error> {
+        let cached = lock(&self.ports).get(port_id).cloned();
+        let mut port = match cached {
+            Some(p) => p,
+            None => {
+                let p = self
+                    .neutron
+                    .get_port(port_id)
+                    .await
+                    .map_err(|source| Error::GetPort {
+                        port_id: port_id.into(),
+                        source,
+                    })?;
+                lock(&self.ports).insert(p.id.clone(), p.clone());
+                p
+            }
+        };
+        let mut update = PortUpdate::default();
+        if SgSet::new(port.security_groups.iter().cloned()) != *sgs {
+            update.security_groups = Some(sgs.as_slice().to_vec());
+        }
+        if self.settings.pool.port_debug {
+            let name = req.pod.to_string();
+            if port.name != name {
+                update.name = Some(name);
+                update.device_id = Some(req.pod_uid.to_string());
+            }
+        }
+        if update != PortUpdate::default() {
+            port = self
+                .neutron
+                .update_port(port_id, &update)
+                .await
+                .map_err(|source| Error::UpdatePort {
+                    port_id: port_id.into(),
+                    what: "security groups / name for the pod",
+                    source,
+                })?;
+            lock(&self.ports).insert(port.id.clone(), port.clone());
+        }
+        let mut vif = self.nets.vif(&port, self.settings.ovs_bridge.as_deref()).await?;
+        // A pooled port may have been ACTIVE for its previous pod: the activation loop decides.
+        vif.active = Some(false);
+        Ok(Acquired { port, vif })
+    }
+
+    async fn acquire_noop(&self, req: &PortRequest<'_>) -> Result<Acquired, Error> {
+        let pending = lock(&self.noop_pending).get(&req.pod).cloned();
+        let port = match pending {
+            Some(p) if p.network_id == req.target.network_id => p,
+            _ => {
+                let key = PoolKey::new(req.host, &req.target.project_id, &req.target.network_id);
+                let debug = self.settings.pool.port_debug;
+                let create = self.port_create(
+                    &key,
+                    &req.target.security_groups,
+                    debug.then(|| req.pod.to_string()),
+                    debug.then(|| req.pod_uid.to_string()),
+                );
+                let created = self
+                    .neutron
+                    .create_ports_bulk(std::slice::from_ref(&create))
+                    .await
+                    .map_err(|source| Error::CreatePort {
+                        pool: key.to_string(),
+                        source,
+                    })?;
+                let port = created.into_iter().next().ok_or_else(|| Error::EmptyCreate {
+                    pool: key.to_string(),
+                })?;
+                info!(pod = %req.pod, port = %port.id, "port created (noop pool)");
+                lock(&self.noop_pending).insert(req.pod.clone(), port.clone());
+                port
+            }
+        };
+        let vif = self.nets.vif(&port, self.settings.ovs_bridge.as_deref()).await?;
+        Ok(Acquired { port, vif })
+    }
+
+    /// The pod's KuryrPort now references its port (noop: stop tracking it as pending).
+    pub fn committed(&self, pod: &PodKey) {
+        if !self.pooled() {
+            lock(&self.noop_pending).remove(pod);
+        }
+    }
+
+    /// Pre-populates the pool of `(host, target.project_id, target.network_id)` with
+    /// `target.security_groups` (upstream's KuryrNetwork population and pool manager): with
+    /// `count`, exactly that many ports (bounded by `ports_pool_max`); without, up to
+    /// `ports_pool_min` if below it. Waits for the bulk creation; returns how many ports were
+    /// created (0: nothing needed, a population was already in flight, or noop pool).
+    pub async fn populate(
+        self: &Arc<Self>,
+        host: &str,
+        target: &PodTarget,
+        count: Option<u32>,
+    ) -> Result<u32, Error> {
+        if !self.pooled() {
+            return Ok(0);
+        }
+        self.remember_subnets(target);
+        let key = PoolKey::new(host, &target.project_id, &target.network_id);
+        let sgs = SgSet::new(target.security_groups.iter().cloned());
+        let now = Instant::now();
+        let req = {
+            let mut st = self.state();
+            match count {
+                Some(n) => st.populate_now(&key, &sgs, n, now),
+                None => st.prepopulate(&key, &sgs, now),
+            }
+        };
+        match req {
+            Some(r) => self.execute_population(r).await,
+            None => Ok(0),
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! Restart recovery: the pools are rebuilt from Neutron (this cluster's tagged `compute:kuryr`
+//! ports, plus any port a KuryrPort references) and the KuryrPorts, before any request is
+//! served. No in-memory state needs to survive a restart.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Arc, atomic::Ordering},
+    time::Instant,
+};
+
+use kube::ResourceExt;
+use kuryr_core::pool::{InUseRef, PodKey, PoolState, RecoveryReport};
+use kuryr_openstack::PortFilter;
+use kuryr_types::{KuryrPort, constants::DEVICE_OWNER};
+use tracing::info;
+
+use super::{Error, PoolMode, VifPool, lock};
+
+/// The ports KuryrPorts reference: one per VIF in `status.vifs`, the pool host being
+/// `spec.podNodeName`.
+pub fn in_use_refs(kuryrports: &[KuryrPort]) -> Vec<InUseRef> {
+    let mut out = Vec::new();
+    for kp in kuryrports {
+        let Some(status) = &kp.status else { continue };
+        let pod = PodKey::new(kp.namespace().unwrap_or_default(), kp.name_any());
+        for entry in status.vifs.values() {
+            if let Some(id) = &entry.vif.id {
+                out.push(InUseRef {
+                    port_id: id.clone(),
+                    pod: pod.clone(),
+                    host: kp.spec.pod_node_name.clone(),
+                });
+            }
+        }
+    }
+    out
+}
+
+impl VifPool {
+    /// Rebuilds the pools from `refs` (see [`in_use_refs`]) and Neutron, deletes the unusable
+    /// ports recovery finds (unbound, binding failed), and marks the pool recovered. The report
+    /// lists KuryrPorts whose port is gone (`missing`) or shared (`conflicts`): the caller gives
+    /// those pods new ports. Noop pool: nothing to rebuild.
+    pub async fn recover(self: &Arc<Self>, refs: Vec<InUseRef>) -> Result<RecoveryReport, Error> {
+        if self.settings.mode == PoolMode::Noop {
+            self.recovered.store(true, Ordering::SeqCst);
+            return Ok(RecoveryReport::default());
+        }
+        let started = Instant::now();
+        let filter = PortFilter {
+            device_owner: Some(DEVICE_OWNER.to_string()),
+            tags: self.settings.tags.tags(),
+            ..PortFilter::default()
+        };
+        let mut ports = self
+            .neutron
+            .list_ports(&filter)
+            .await
+            .map_err(|source| Error::ListPorts {
+                what: "this cluster's ports",
+                source,
+            })?;
+        let listed: HashSet<String> = ports.iter().map(|p| p.id.clone()).collect();
+        let extra: Vec<String> = refs
+            .iter()
+            .map(|r| r.port_id.clone())
+            .filter(|id| !listed.contains(id))
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        if !extra.is_empty() {
+            let more = self
+                .neutron
+                .list_ports(&PortFilter::ids(extra))
+                .await
+                .map_err(|source| Error::ListPorts {
+                    what: "ports KuryrPorts reference",
+                    source,
+                })?;
+            ports.extend(more);
+        }
+        let (state, report) = PoolState::recover(
+            self.settings.pool.clone(),
+            refs,
+            &ports,
+            &self.settings.tags,
+            Instant::now(),
+            jiff::Timestamp::now(),
+        );
+        {
+            let known: HashMap<String, _> = ports
+                .into_iter()
+                .filter(|p| state.port(&p.id).is_some())
+                .map(|p| (p.id.clone(), p))
+                .collect();
+            *lock(&self.ports) = known;
+            *self.state() = state;
+        }
+        let to_delete: Vec<String> = report.to_delete.iter().map(|(id, _)| id.clone()).collect();
+        if !to_delete.is_empty() {
+            let me = self.clone();
+            tokio::spawn(async move {
+                let _ = me.delete_many(&to_delete).await;
+            });
+        }
+        self.recovered.store(true, Ordering::SeqCst);
+        self.publish_stats();
+        self.changed.send_modify(|v| *v += 1);
+        info!(
+            in_use = report.in_use.len(),
+            available = report.available.len(),
+            cooling = report.cooling.len(),
+            deleting = report.to_delete.len(),
+            missing = report.missing.len(),
+            conflicts = report.conflicts.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "pools recovered"
+        );
+        Ok(report)
+    }
+}

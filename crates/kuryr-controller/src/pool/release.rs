@@ -1,0 +1,176 @@
+//! Giving ports back: release after a pod (cool-down or deletion), deletions, and freeing the
+//! pools of a network (before it is deleted) or of hosts (pool manager).
+
+use std::{sync::Arc, time::Instant};
+
+use kuryr_core::{
+    config::POOL_PORT_NAME,
+    pool::{PodKey, PortState},
+};
+use kuryr_openstack::PortUpdate;
+use tracing::{debug, info, warn};
+
+use super::{Error, VifPool, lock};
+
+impl VifPool {
+    /// Releases the pod's ports (`port_ids` from its KuryrPort, plus any port the pool handed
+    /// it that the KuryrPort does not reference yet). Neutron pool: each port cools down and
+    /// returns to its pool, or is deleted when the pool is full or its network is going away;
+    /// noop: deleted. Ports the pool does not know are deleted (a KuryrPort referenced them).
+    pub async fn release(self: &Arc<Self>, pod: &PodKey, port_ids: &[String]) -> Result<(), Error> {
+        let mut ids: Vec<String> = port_ids.to_vec();
+        if !self.pooled() {
+            if let Some(p) = lock(&self.noop_pending).remove(pod)
+                && !ids.contains(&p.id)
+            {
+                ids.push(p.id);
+            }
+            for id in &ids {
+                self.delete_port(id).await?;
+            }
+            return Ok(());
+        }
+        {
+            let mut st = self.state();
+            for id in st.held_by(pod) {
+                if !ids.contains(id) {
+                    ids.push(id.clone());
+                }
+            }
+            st.forget_pod(pod);
+        }
+        let mut first_err = None;
+        for id in &ids {
+            if let Err(e) = self.release_one(pod, id).await {
+                warn!(%pod, port = %id, error = %crate::error_chain(&e), "releasing port failed");
+                first_err.get_or_insert(e);
+            }
+        }
+        self.publish_stats();
+        self.maintenance.notify_one();
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    async fn release_one(&self, pod: &PodKey, id: &str) -> Result<(), Error> {
+        let decision = self.state().release(id, Instant::now());
+        match decision {
+            Ok(kuryr_core::pool::ReleaseDecision::Cooldown { actions, .. }) => {
+                debug!(%pod, port = %id, "port cooling down before reuse");
+                if !actions.is_empty() {
+                    let update = PortUpdate {
+                        name: Some(POOL_PORT_NAME.to_string()),
+                        device_id: Some(String::new()),
+                        ..PortUpdate::default()
+                    };
+                    // Cosmetic (port_debug): a failure does not keep the port from the pool.
+                    match self.neutron.update_port(id, &update).await {
+                        Ok(p) => {
+                            lock(&self.ports).insert(p.id.clone(), p);
+                        }
+                        Err(e) => warn!(port = %id, error = %e, "renaming released port failed"),
+                    }
+                }
+                Ok(())
+            }
+            Ok(kuryr_core::pool::ReleaseDecision::Delete) => self.delete_port(id).await,
+            Ok(kuryr_core::pool::ReleaseDecision::AlreadyReleased) => {
+                // A retried release after a failed deletion: delete again.
+                let deleting = self
+                    .state()
+                    .port(id)
+                    .is_some_and(|p| p.state == PortState::Deleting);
+                if deleting {
+                    self.delete_port(id).await
+                } else {
+                    Ok(())
+                }
+            }
+            Err(kuryr_core::pool::PoolError::UnknownPort { .. }) => {
+                info!(%pod, port = %id, "port unknown to the pool: deleting it");
+                self.delete_port(id).await
+            }
+            Err(e) => {
+                warn!(%pod, port = %id, error = %e, "port not released: not in use");
+                Ok(())
+            }
+        }
+    }
+
+    /// Deletes a port (an already deleted one is fine) and forgets it.
+    pub(super) async fn delete_port(&self, id: &str) -> Result<(), Error> {
+        self.neutron
+            .delete_port(id)
+            .await
+            .map_err(|source| Error::DeletePort {
+                port_id: id.into(),
+                source,
+            })?;
+        self.state().confirm_deleted(id);
+        lock(&self.ports).remove(id);
+        debug!(port = %id, "port deleted");
+        Ok(())
+    }
+
+    /// Deletes the available and cooling ports of the pools of `host` (all hosts if `None`);
+    /// the pools stay usable (pool manager `freePool`). Returns how many ports were deleted.
+    pub async fn free_pools(self: &Arc<Self>, host: Option<&str>) -> Result<usize, Error> {
+        if !self.pooled() {
+            return Ok(0);
+        }
+        let ids = {
+            let mut st = self.state();
+            let hosts: Vec<String> = match host {
+                Some(h) => vec![h.to_string()],
+                None => {
+                    let mut hs: Vec<String> = st.stats().into_keys().map(|k| k.host).collect();
+                    hs.dedup();
+                    hs
+                }
+            };
+            let mut ids = Vec::new();
+            for h in hosts {
+                ids.extend(st.delete_host_pools(&h));
+            }
+            ids
+        };
+        let n = self.delete_many(&ids).await?;
+        info!(host = host.unwrap_or("all"), deleted = n, "pools freed");
+        Ok(n)
+    }
+
+    /// Deletes every available and cooling pool port of `network_id` (before the network is
+    /// deleted, upstream's `delete_network_pools`), cancels its populations, and refuses new
+    /// ports on it; ports in use are deleted when released. Returns how many ports were
+    /// deleted; on error the call can be repeated.
+    pub async fn free_network(self: &Arc<Self>, network_id: &str) -> Result<usize, Error> {
+        if !self.pooled() {
+            return Ok(0);
+        }
+        let ids = {
+            let mut st = self.state();
+            let mut ids = st.delete_network_pools(network_id);
+            // Deletions that failed on an earlier call.
+            let retry: Vec<String> = st
+                .port_ids()
+                .filter(|id| {
+                    st.port(id)
+                        .is_some_and(|p| p.state == PortState::Deleting && p.key.network_id == network_id)
+                })
+                .map(str::to_string)
+                .collect();
+            for id in retry {
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
+            ids
+        };
+        let n = self.delete_many(&ids).await?;
+        self.publish_stats();
+        info!(network = %network_id, deleted = n, "network pools freed");
+        Ok(n)
+    }
+}

@@ -1,0 +1,124 @@
+//! [`PoolSettings`]: the executor's options read from `kuryr.conf` (`[kubernetes]
+//! vif_pool_driver`/`port_debug`, `[vif_pool]`, `[neutron_defaults] resource_tags`/
+//! `cluster_tag`/`ovs_bridge`), validated before anything is touched.
+
+use std::time::Duration;
+
+use kuryr_core::{ConfigError, PoolConfig, TagPolicy, activation::ActivationConfig};
+
+/// `[kubernetes] vif_pool_driver`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolMode {
+    /// `noop`: one port created per pod, deleted on release.
+    Noop,
+    /// `neutron`: ports pooled per (host, project, network).
+    Neutron,
+}
+
+/// A pool option is invalid.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    /// `vif_pool_driver` names a driver kuryr-rs does not have (yet).
+    #[error("[kubernetes] vif_pool_driver = {0}: not supported (expected noop or neutron)")]
+    UnknownDriver(String),
+    /// Upstream's sanity checks (and kuryr-rs's own) failed.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Pool(Vec<ConfigError>),
+    /// A tag is not a valid Neutron tag.
+    #[error("[neutron_defaults] resource_tags / cluster_tag")]
+    Tags(#[source] ConfigError),
+}
+
+/// The executor's options.
+#[derive(Debug, Clone)]
+pub struct PoolSettings {
+    /// Pooling or not.
+    pub mode: PoolMode,
+    /// Pool sizing, cool-down, bulk concurrency, `port_debug`.
+    pub pool: PoolConfig,
+    /// Tags put on created ports and required on recovered or collected ones.
+    pub tags: TagPolicy,
+    /// `[neutron_defaults] ovs_bridge`: the VIF's bridge when the port does not name one.
+    pub ovs_bridge: Option<String>,
+    /// Period of the janitor (zero: off).
+    pub janitor_interval: Duration,
+    /// Minimum age of an unowned tagged port before the janitor deletes it.
+    pub janitor_min_age: Duration,
+    /// Batched activation checks.
+    pub activation: ActivationConfig,
+}
+
+impl PoolSettings {
+    /// Reads and validates the options.
+    pub fn from_config(config: &kuryr_config::Config) -> Result<Self, SettingsError> {
+        let k = &config.kubernetes;
+        let mode = match k.vif_pool_driver.as_str() {
+            "noop" => PoolMode::Noop,
+            "neutron" => PoolMode::Neutron,
+            other => return Err(SettingsError::UnknownDriver(other.to_string())),
+        };
+        let vp = &config.vif_pool;
+        let pool = PoolConfig::from_conf(vp, k.port_debug);
+        if mode == PoolMode::Neutron {
+            pool.validate().map_err(SettingsError::Pool)?;
+        }
+        let nd = &config.neutron_defaults;
+        let tags =
+            TagPolicy::new(nd.resource_tags.clone(), nd.cluster_tag.clone()).map_err(SettingsError::Tags)?;
+        Ok(PoolSettings {
+            mode,
+            pool,
+            tags,
+            ovs_bridge: nd.ovs_bridge.clone(),
+            janitor_interval: vp.ports_pool_janitor_interval,
+            janitor_min_age: vp.ports_pool_janitor_min_age,
+            activation: ActivationConfig {
+                batch: vp.port_activation_batch.max(1) as usize,
+                max_interval: vp.port_activation_max_interval.max(Duration::from_millis(500)),
+                timeout: vp.port_activation_timeout,
+                ..ActivationConfig::default()
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conf(extra: &str) -> kuryr_config::Config {
+        kuryr_config::from_strs(&[("kuryr.conf", extra)], kuryr_config::Role::Any, &|_| None)
+            .expect("config")
+            .0
+    }
+
+    #[test]
+    fn reads_driver_tags_and_additions() {
+        let c = conf(
+            "[kubernetes]\nvif_pool_driver = neutron\n[neutron_defaults]\nresource_tags = a,b\ncluster_tag = kuryr-cluster=x\n\
+             [vif_pool]\nports_pool_cooldown = 3\nports_pool_max_concurrent_bulk = 2\n",
+        );
+        let s = PoolSettings::from_config(&c).expect("settings");
+        assert_eq!(s.mode, PoolMode::Neutron);
+        assert_eq!(s.tags.tags(), ["a", "b", "kuryr-cluster=x"]);
+        assert_eq!(s.pool.cooldown, Duration::from_secs(3));
+        assert_eq!(s.pool.max_concurrent_bulk, 2);
+        assert_eq!(s.janitor_min_age, Duration::from_secs(600));
+        assert_eq!(s.activation.batch, 100);
+    }
+
+    #[test]
+    fn rejects_unknown_driver_and_insane_pools() {
+        let e = PoolSettings::from_config(&conf("[kubernetes]\nvif_pool_driver = nested\n")).unwrap_err();
+        assert!(e.to_string().contains("vif_pool_driver = nested"), "{e}");
+        let e = PoolSettings::from_config(&conf(
+            "[kubernetes]\nvif_pool_driver = neutron\n[vif_pool]\nports_pool_min = 20\n",
+        ))
+        .unwrap_err();
+        assert!(e.to_string().contains("ports_pool_batch"), "{e}");
+        assert_eq!(
+            PoolSettings::from_config(&conf("")).expect("defaults").mode,
+            PoolMode::Noop
+        );
+    }
+}
