@@ -1,0 +1,51 @@
+//! `kuryrctl status`: upgrade checks (upstream's `kuryr-k8s-status upgrade check`): the CRDs
+//! are installed, no pod still uses the legacy VIF annotation, every KuryrPort has its pod.
+//! Exit code: the worst result (0 success, 1 warning, 2 failure).
+
+use std::{collections::BTreeSet, io::Write};
+
+use k8s_openapi::{
+    api::core::v1::Pod, apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
+use kube::{Api, Client, ResourceExt, api::ListParams};
+use kuryr_types::KuryrPort;
+use serde_json::json;
+
+use super::list;
+use crate::{Error, classify, cli::Output, output};
+
+/// Runs the checks.
+pub async fn run(client: &Client, format: Output, out: &mut dyn Write) -> Result<u8, Error> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let present: BTreeSet<String> = crds
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| Error::List {
+            what: "CustomResourceDefinitions".into(),
+            source,
+        })?
+        .items
+        .iter()
+        .map(|c| c.name_any())
+        .collect();
+    let expected: Vec<String> = kuryr_types::crds::all()
+        .iter()
+        .map(|(_, c)| c.name_any())
+        .collect();
+    let mut checks = vec![classify::check_crds(&expected, &present)];
+    let pods: Vec<Pod> = list(client, None, None, "pods").await?;
+    checks.push(classify::check_legacy_annotations(&pods));
+    if present.contains("kuryrports.openstack.org") {
+        let kps: Vec<KuryrPort> = list(client, None, None, "KuryrPorts").await?;
+        checks.push(classify::check_stale_kuryrports(&pods, &kps));
+    }
+    let worst = checks
+        .iter()
+        .map(|c| c.result)
+        .max()
+        .unwrap_or(classify::Outcome::Success);
+    let mut extra = serde_json::Map::new();
+    extra.insert("result".into(), json!(worst));
+    output::print(out, format, &checks, extra)?;
+    Ok(worst.code())
+}
