@@ -1,0 +1,201 @@
+//! `kuryr-e2e`: the measuring and reporting client of `sandbox/demo` and `bench/pod-burst`,
+//! against a cluster started by `sandbox/cluster up`.
+//!
+//! * `kuryr-e2e report --state-dir D --namespaces a,b`: waits for the pods of those namespaces
+//!   to be Ready, prints the pod table (with what Neutron says of each port) and the
+//!   connectivity matrix; exits 1 naming the failed step.
+//! * `kuryr-e2e pod-burst --state-dir D --pods N [--warm-pool]`: one burst, a readable summary
+//!   and the machine-readable line.
+
+use std::{collections::BTreeMap, path::PathBuf, process::ExitCode, time::Duration};
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+use kuryr_e2e::{
+    burst::{self, BurstConfig},
+    cluster::Cluster,
+    neutron, pods, probe, report,
+};
+
+#[derive(Parser)]
+#[command(about = "End-to-end reporting and benchmarking client of kuryr-rs (sandbox/demo, bench/pod-burst)")]
+struct Args {
+    /// State dir of the cluster (`sandbox/cluster up --state-dir`).
+    #[arg(long, global = true, default_value = "/var/lib/kuryr-sandbox/cluster")]
+    state_dir: PathBuf,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Pod table and connectivity matrix of the pods in some namespaces.
+    Report {
+        /// Namespaces (comma-separated).
+        #[arg(long, value_delimiter = ',', required = true)]
+        namespaces: Vec<String>,
+        /// Seconds to wait for the pods to be Ready.
+        #[arg(long, default_value_t = 180)]
+        timeout: u64,
+    },
+    /// One burst of pods created at once, measured.
+    PodBurst {
+        /// Pods in the burst.
+        #[arg(long, default_value_t = 50)]
+        pods: usize,
+        /// Label of the run in the summary.
+        #[arg(long, default_value = "burst")]
+        label: String,
+        /// Warm the pools first (one pod per node) and wait until each node's pool holds
+        /// this many available ports.
+        #[arg(long)]
+        warm_pool: Option<usize>,
+        /// Namespace of the burst.
+        #[arg(long, default_value = "pod-burst")]
+        namespace: String,
+        /// Seconds the burst may take.
+        #[arg(long, default_value_t = 300)]
+        timeout: u64,
+    },
+}
+
+async fn cmd_report(cluster: &Cluster, namespaces: &[String], timeout: u64) -> anyhow::Result<bool> {
+    let client = cluster.client().await?;
+    let step = |s: &str| eprintln!("[{}] demo: {s}", jiff::Zoned::now().strftime("%H:%M:%S"));
+    step("waiting for the pods to be Ready");
+    let mut keys = Vec::new();
+    for ns in namespaces {
+        for p in pods::collect(cluster, &client, std::slice::from_ref(ns)).await? {
+            keys.push((p.namespace, p.name));
+        }
+    }
+    if keys.is_empty() {
+        bail!("step \"pods\": no pods in namespaces {}", namespaces.join(","));
+    }
+    let ready = pods::wait_ready(&client, &keys, Duration::from_secs(timeout)).await;
+    let views = pods::collect(cluster, &client, namespaces).await?;
+    step("asking Neutron about each pod's port");
+    let ids: Vec<String> = views
+        .iter()
+        .filter(|p| !p.port_id.is_empty())
+        .map(|p| p.port_id.clone())
+        .collect();
+    let ports: BTreeMap<String, neutron::NeutronPort> = match neutron::ports_by_id(&ids) {
+        Ok(list) => list.into_iter().map(|p| (p.id.clone(), p)).collect(),
+        Err(e) => {
+            eprintln!("demo: WARNING: cannot read the ports from Neutron: {e}");
+            BTreeMap::new()
+        }
+    };
+    println!("\nPods and their Neutron ports\n");
+    print!("{}", report::pod_table(&views, &ports));
+    if let Err(e) = ready {
+        eprintln!("\ndemo: ERROR in step \"pods Ready\": {e}");
+        eprintln!(
+            "demo: read {} (controller), {}/node-*.log (nodes), {}/daemon-*.log (daemons)",
+            cluster.log("controller").display(),
+            cluster.state_dir.join("logs").display(),
+            cluster.state_dir.join("logs").display()
+        );
+        return Ok(false);
+    }
+    let mut ok = true;
+    for p in &views {
+        if p.port_id.is_empty() || !ports.contains_key(&p.port_id) {
+            eprintln!(
+                "demo: ERROR: {}/{} has no Neutron port in its KuryrPort (or Neutron does not know it)",
+                p.namespace, p.name
+            );
+            ok = false;
+        }
+    }
+    step("connecting from every pod's network namespace to every other pod");
+    let probes = probe::matrix(&views, Duration::from_secs(5), 8).await;
+    println!(
+        "\nConnectivity: TCP connections from each pod's network namespace (rows) to each pod's IP:{} (columns);\n\
+         \"ok\" = the other pod answered its own name\n",
+        pods::POD_PORT
+    );
+    print!("{}", report::matrix_table(&views, &probes));
+    if probes.iter().any(|p| !p.ok) {
+        eprintln!("demo: ERROR in step \"connectivity\": some connections failed (above)");
+        ok = false;
+    }
+    Ok(ok)
+}
+
+async fn cmd_burst(
+    cluster: &Cluster,
+    pods_n: usize,
+    label: &str,
+    warm: Option<usize>,
+    namespace: &str,
+    timeout: u64,
+) -> anyhow::Result<bool> {
+    let client = cluster.client().await?;
+    if let Some(per_node) = warm {
+        eprintln!("pod-burst: warming the pools ({per_node} available ports per node)");
+        burst::warm_pools(
+            cluster,
+            &client,
+            namespace,
+            per_node,
+            Duration::from_secs(timeout),
+        )
+        .await
+        .context("warming the pools")?;
+    }
+    eprintln!("pod-burst: creating {pods_n} pods at once in namespace {namespace}");
+    let r = burst::run(
+        cluster,
+        &client,
+        &BurstConfig {
+            pods: pods_n,
+            namespace: namespace.to_string(),
+            timeout: Duration::from_secs(timeout),
+        },
+    )
+    .await?;
+    print!("{}", r.summary(label));
+    println!("{}", r.machine_line());
+    Ok(r.incomplete.is_empty())
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let cluster = match Cluster::attach(&args.state_dir) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!(
+                "kuryr-e2e: no cluster in {} ({e}); start one with sandbox/cluster up",
+                args.state_dir.display()
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let r = match args.cmd {
+        Cmd::Report { namespaces, timeout } => cmd_report(&cluster, &namespaces, timeout).await,
+        Cmd::PodBurst {
+            pods,
+            label,
+            warm_pool,
+            namespace,
+            timeout,
+        } => cmd_burst(&cluster, pods, &label, warm_pool, &namespace, timeout).await,
+    };
+    match r {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("kuryr-e2e: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

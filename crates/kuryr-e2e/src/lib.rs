@@ -1,0 +1,25 @@
+//! kuryr-e2e: the end-to-end harness of kuryr-rs, as a user sees the system.
+//!
+//! It drives `sandbox/cluster` (a whole cluster on the sandbox cloud) through [`cluster`],
+//! creates pods and reads back what each got ([`pods`]: Kubernetes, KuryrPort `status.vifs`,
+//! the node's sandbox state, Neutron), proves connectivity with real TCP connections from one
+//! pod's network namespace to another pod ([`probe`]), scrapes the Prometheus endpoints of the
+//! controller and the daemons ([`metrics`]), and renders the demo's table and matrix
+//! ([`report`]). The `kuryr-e2e` binary uses it for `sandbox/demo` and `bench/pod-burst`
+//! ([`burst`]); the tests under `tests/` use it for the end-to-end list.
+
+pub mod burst;
+pub mod cluster;
+pub mod error;
+pub mod metrics;
+pub mod neutron;
+pub mod pods;
+pub mod probe;
+pub mod report;
+
+pub use error::Error;
+
+/// Installs the process-wide rustls provider kube needs (idempotent).
+pub fn init_crypto() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+}

@@ -1,0 +1,287 @@
+//! Pod fixtures and what each pod got: its node and IP (Kubernetes), its Neutron port, MAC and
+//! IPs (KuryrPort `status.vifs`), and its network namespace (the node's sandbox state).
+
+use std::{
+    collections::BTreeMap,
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, ListParams, PostParams},
+};
+use kuryr_types::KuryrPort;
+use serde_json::json;
+
+use crate::{
+    cluster::Cluster,
+    error::{Error, Result},
+};
+
+/// The TCP port every test pod declares (the emulated node answers the pod's name on it).
+pub const POD_PORT: u16 = 8080;
+
+/// A pod manifest: one container declaring [`POD_PORT`], pinned to `node` when given.
+pub fn pod_manifest(ns: &str, name: &str, node: Option<&str>) -> Pod {
+    let mut spec = json!({
+        "containers": [{"name": "app", "image": "kuryr-e2e/app", "ports": [{"containerPort": POD_PORT}]}],
+    });
+    if let Some(n) = node {
+        spec["nodeName"] = json!(n);
+    }
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": "kuryr-e2e"}},
+        "spec": spec,
+    }))
+    .unwrap_or_default()
+}
+
+fn kube_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let what = what.into();
+    move |source| Error::Kube { what, source }
+}
+
+/// Creates namespace `ns` unless it exists.
+pub async fn ensure_namespace(client: &Client, ns: &str) -> Result<()> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let obj: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap_or_default();
+    match api.create(&PostParams::default(), &obj).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(kube_err(format!("create namespace {ns}"))(e)),
+    }
+}
+
+/// Creates a pod.
+pub async fn create_pod(client: &Client, ns: &str, name: &str, node: Option<&str>) -> Result<()> {
+    Api::<Pod>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &pod_manifest(ns, name, node))
+        .await
+        .map(|_| ())
+        .map_err(kube_err(format!("create pod {ns}/{name}")))
+}
+
+/// Deletes a pod (the node tears the sandbox down, the controller releases the port).
+pub async fn delete_pod(client: &Client, ns: &str, name: &str) -> Result<()> {
+    match Api::<Pod>::namespaced(client.clone(), ns)
+        .delete(name, &DeleteParams::default())
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(kube_err(format!("delete pod {ns}/{name}"))(e)),
+    }
+}
+
+/// The pod's Ready condition is True.
+pub fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn describe(pod: &Pod) -> String {
+    let st = pod.status.as_ref();
+    format!(
+        "{}/{} on {} phase={} ip={}",
+        pod.metadata.namespace.as_deref().unwrap_or(""),
+        pod.metadata.name.as_deref().unwrap_or(""),
+        pod.spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .unwrap_or("-"),
+        st.and_then(|s| s.phase.as_deref()).unwrap_or("-"),
+        st.and_then(|s| s.pod_ip.as_deref()).unwrap_or("-"),
+    )
+}
+
+/// Waits until every pod `(namespace, name)` is Ready; the error lists the ones that are not.
+pub async fn wait_ready(client: &Client, pods: &[(String, String)], timeout: Duration) -> Result<()> {
+    let api: Api<Pod> = Api::all(client.clone());
+    let deadline = Instant::now() + timeout;
+    loop {
+        let list = api
+            .list(&ListParams::default())
+            .await
+            .map_err(kube_err("list pods"))?;
+        let by_key: BTreeMap<(String, String), &Pod> = list
+            .items
+            .iter()
+            .map(|p| {
+                (
+                    (
+                        p.metadata.namespace.clone().unwrap_or_default(),
+                        p.metadata.name.clone().unwrap_or_default(),
+                    ),
+                    p,
+                )
+            })
+            .collect();
+        let missing: Vec<String> = pods
+            .iter()
+            .filter(|k| !by_key.get(*k).is_some_and(|p| is_ready(p)))
+            .map(|k| {
+                by_key
+                    .get(k)
+                    .map_or_else(|| format!("{}/{} (absent)", k.0, k.1), |p| describe(p))
+            })
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::Timeout {
+                what: format!("pods Ready; not Ready: {}", missing.join("; ")),
+                secs: timeout.as_secs(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Waits until none of the pods exists any more.
+pub async fn wait_gone(client: &Client, pods: &[(String, String)], timeout: Duration) -> Result<()> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let mut left = Vec::new();
+        for (ns, name) in pods {
+            match Api::<Pod>::namespaced(client.clone(), ns).get_opt(name).await {
+                Ok(Some(_)) => left.push(format!("{ns}/{name}")),
+                Ok(None) => {}
+                Err(e) => return Err(kube_err(format!("get pod {ns}/{name}"))(e)),
+            }
+        }
+        if left.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::Timeout {
+                what: format!("pods deleted; still there: {}", left.join(", ")),
+                secs: timeout.as_secs(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Everything the harness knows about one pod.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PodView {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// UID.
+    pub uid: String,
+    /// Node (`spec.nodeName`).
+    pub node: String,
+    /// `status.podIP`.
+    pub pod_ip: String,
+    /// Ready condition.
+    pub ready: bool,
+    /// Neutron port ID of the default VIF (KuryrPort `status.vifs`).
+    pub port_id: String,
+    /// MAC of the default VIF.
+    pub mac: String,
+    /// IPs of the default VIF.
+    pub vif_ips: Vec<String>,
+    /// Subnet CIDR of the first IP.
+    pub cidr: String,
+    /// `active` of the default VIF.
+    pub vif_active: bool,
+    /// The pod's network namespace (name under /var/run/netns), from the node's state.
+    pub netns: String,
+}
+
+/// Reads the sandbox records of a node's `state.json`: pod UID → netns name.
+pub fn node_netns_by_uid(cluster: &Cluster, node: &str) -> BTreeMap<String, (String, Option<String>)> {
+    let path = cluster.node_state_dir(node).join("state.json");
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return BTreeMap::new();
+    };
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return BTreeMap::new();
+    };
+    v.get("sandboxes")
+        .and_then(|s| s.as_object())
+        .map(|m| {
+            m.values()
+                .filter_map(|r| {
+                    Some((
+                        r.get("podUid")?.as_str()?.to_string(),
+                        (
+                            r.get("netns")?.as_str()?.to_string(),
+                            r.get("started").and_then(|s| s.as_str()).map(str::to_string),
+                        ),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Collects the [`PodView`] of every pod in `namespaces`, sorted by namespace and name.
+pub async fn collect(cluster: &Cluster, client: &Client, namespaces: &[String]) -> Result<Vec<PodView>> {
+    let mut netns = BTreeMap::new();
+    for n in &cluster.nodes {
+        netns.extend(node_netns_by_uid(cluster, &n.name));
+    }
+    let mut out = Vec::new();
+    for ns in namespaces {
+        let pods = Api::<Pod>::namespaced(client.clone(), ns)
+            .list(&ListParams::default())
+            .await
+            .map_err(kube_err(format!("list pods in {ns}")))?;
+        let kps = Api::<KuryrPort>::namespaced(client.clone(), ns)
+            .list(&ListParams::default())
+            .await
+            .map_err(kube_err(format!("list kuryrports in {ns}")))?;
+        let kp_by_name: BTreeMap<String, &KuryrPort> = kps
+            .items
+            .iter()
+            .map(|k| (k.metadata.name.clone().unwrap_or_default(), k))
+            .collect();
+        for p in &pods.items {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            let uid = p.metadata.uid.clone().unwrap_or_default();
+            let mut v = PodView {
+                namespace: ns.clone(),
+                name: name.clone(),
+                uid: uid.clone(),
+                node: p
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.clone())
+                    .unwrap_or_default(),
+                pod_ip: p
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.pod_ip.clone())
+                    .unwrap_or_default(),
+                ready: is_ready(p),
+                netns: netns.get(&uid).map(|(n, _)| n.clone()).unwrap_or_default(),
+                ..PodView::default()
+            };
+            if let Some((_, vif)) = kp_by_name
+                .get(&name)
+                .and_then(|k| k.status.as_ref())
+                .and_then(|s| s.default_vif())
+            {
+                v.port_id = vif.id.clone().unwrap_or_default();
+                v.mac = vif.address.clone().unwrap_or_default();
+                v.vif_ips = vif.ips().map(|(_, ip)| ip.to_string()).collect();
+                v.cidr = vif
+                    .ips()
+                    .next()
+                    .and_then(|(s, _)| s.cidr.clone())
+                    .unwrap_or_default();
+                v.vif_active = vif.is_active();
+            }
+            out.push(v);
+        }
+    }
+    out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    Ok(out)
+}
