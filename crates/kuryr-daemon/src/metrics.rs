@@ -1,0 +1,140 @@
+//! Prometheus metrics of the daemon (`[prometheus_exporter] cni_exporter_port`, `GET /metrics`).
+//!
+//! Stable names (the `bench/pod-burst` harness reads them):
+//! `kuryr_cni_request_duration_seconds{command,outcome}` — every request, by CNI verb and `ok` /
+//! error kind (upstream had `{command,error}` with buckets from 10 s; ours resolve milliseconds);
+//! `kuryr_cni_wire_duration_seconds` — the binding of one VIF (veth, addresses, routes, OVS port),
+//! excluding the waits for the KuryrPort and for activation.
+
+use std::{sync::Arc, time::Duration};
+
+use axum::{Router, extract::State, http::StatusCode, http::header, response::IntoResponse, routing::get};
+use prometheus_client::{
+    encoding::{EncodeLabelSet, text::encode},
+    metrics::{counter::Counter, family::Family, histogram::Histogram},
+    registry::Registry,
+};
+
+/// Buckets of the request histogram, seconds.
+pub const REQUEST_BUCKETS: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+];
+/// Buckets of the wiring histogram, seconds.
+pub const WIRE_BUCKETS: [f64; 13] = [
+    0.001, 0.002, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.1, 0.25, 0.5, 1.0,
+];
+
+/// Labels of [`Metrics::requests`].
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// `ADD`, `DEL`, `CHECK`, `GC`, `STATUS`.
+    pub command: String,
+    /// `ok` or the error kind.
+    pub outcome: String,
+}
+
+/// The daemon's metrics.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// `kuryr_cni_request_duration_seconds{command,outcome}`.
+    pub requests: Family<RequestLabels, Histogram>,
+    /// `kuryr_cni_wire_duration_seconds`.
+    pub wire: Histogram,
+    /// `kuryr_cni_failures_total`: requests that failed inside the daemon (HTTP 500).
+    pub failures: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        let requests =
+            Family::<RequestLabels, Histogram>::new_with_constructor(|| Histogram::new(REQUEST_BUCKETS));
+        registry.register(
+            "kuryr_cni_request_duration_seconds",
+            "Duration of CNI requests served by the daemon, by command and outcome",
+            requests.clone(),
+        );
+        let wire = Histogram::new(WIRE_BUCKETS);
+        registry.register(
+            "kuryr_cni_wire_duration_seconds",
+            "Duration of wiring one VIF (veth, addresses, routes, OVS port), without the waits",
+            wire.clone(),
+        );
+        let failures = Counter::default();
+        registry.register(
+            "kuryr_cni_failures",
+            "CNI requests that failed inside the daemon",
+            failures.clone(),
+        );
+        Self {
+            registry,
+            requests,
+            wire,
+            failures,
+        }
+    }
+}
+
+impl Metrics {
+    /// Records one request.
+    pub fn request(&self, command: &str, outcome: &str, took: Duration) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                command: command.to_owned(),
+                outcome: outcome.to_owned(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    /// The text exposition.
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let mut out = String::new();
+        encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+}
+
+/// Router serving `GET /metrics`.
+pub fn router(metrics: Arc<Metrics>) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            get(|State(m): State<Arc<Metrics>>| async move {
+                match m.encode() {
+                    Ok(body) => (
+                        StatusCode::OK,
+                        [(
+                            header::CONTENT_TYPE,
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
+                        body,
+                    )
+                        .into_response(),
+                    Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+                }
+            }),
+        )
+        .with_state(metrics)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_stable() {
+        let m = Metrics::default();
+        m.request("ADD", "ok", Duration::from_millis(12));
+        m.wire.observe(0.004);
+        let text = m.encode().unwrap();
+        assert!(
+            text.contains(
+                "kuryr_cni_request_duration_seconds_bucket{le=\"0.025\",command=\"ADD\",outcome=\"ok\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("kuryr_cni_wire_duration_seconds_count 1"), "{text}");
+        assert!(text.contains("kuryr_cni_failures_total 0"), "{text}");
+    }
+}

@@ -1,0 +1,250 @@
+//! The netlink operations the bindings need (links, addresses, routes) over `rtnetlink`. Every
+//! function works in the namespace the calling thread was in when [`Netlink::connect`] ran, so
+//! use them inside [`crate::netns::on_thread`].
+
+use std::net::IpAddr;
+use std::os::fd::AsRawFd;
+
+use futures::TryStreamExt;
+use ipnet::IpNet;
+use rtnetlink::{
+    Handle, LinkMessageBuilder, LinkUnspec, LinkVeth, RouteMessageBuilder,
+    packet_route::{
+        address::AddressAttribute,
+        link::{InfoData, InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkMessage},
+    },
+};
+
+use crate::binding::spec::RouteSpec;
+
+const EEXIST: i32 = 17;
+const ENODEV: i32 = 19;
+
+/// A failed netlink operation.
+#[derive(Debug, thiserror::Error)]
+pub enum NetlinkError {
+    /// No netlink socket.
+    #[error("opening a netlink socket")]
+    Socket(#[source] std::io::Error),
+    /// The kernel refused a request.
+    #[error("netlink {op} {target}")]
+    Request {
+        /// What was attempted (`add veth`, `set link`, …).
+        op: &'static str,
+        /// On what.
+        target: String,
+        /// Cause.
+        #[source]
+        source: Box<rtnetlink::Error>,
+    },
+    /// A link that must exist does not.
+    #[error("link {0} not found")]
+    NoLink(String),
+    /// A route cannot be expressed.
+    #[error("invalid route {0}")]
+    Route(String),
+}
+
+fn errno(e: &rtnetlink::Error) -> Option<i32> {
+    match e {
+        rtnetlink::Error::NetlinkError(m) => m.to_io().raw_os_error(),
+        _ => None,
+    }
+}
+
+/// What [`Netlink::link`] reports about an interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkInfo {
+    /// Index.
+    pub index: u32,
+    /// MAC address.
+    pub mac: Option<Vec<u8>>,
+    /// MTU.
+    pub mtu: Option<u32>,
+    /// Administratively up.
+    pub up: bool,
+}
+
+/// A netlink connection in the current thread's namespace.
+pub struct Netlink {
+    handle: Handle,
+}
+
+impl Netlink {
+    /// Opens a connection; its I/O task runs on the current (thread-local) runtime.
+    pub fn connect() -> Result<Self, NetlinkError> {
+        let (conn, handle, _) = rtnetlink::new_connection().map_err(NetlinkError::Socket)?;
+        tokio::spawn(conn);
+        Ok(Self { handle })
+    }
+
+    fn req(op: &'static str, target: &str) -> impl FnOnce(rtnetlink::Error) -> NetlinkError {
+        let target = target.to_owned();
+        move |source| NetlinkError::Request {
+            op,
+            target,
+            source: Box::new(source),
+        }
+    }
+
+    /// The link called `name`, if any.
+    pub async fn link(&self, name: &str) -> Result<Option<LinkInfo>, NetlinkError> {
+        let res = self
+            .handle
+            .link()
+            .get()
+            .match_name(name.to_owned())
+            .execute()
+            .try_next()
+            .await;
+        let msg: LinkMessage = match res {
+            Ok(Some(m)) => m,
+            Ok(None) => return Ok(None),
+            Err(e) if errno(&e) == Some(ENODEV) => return Ok(None),
+            Err(e) => return Err(Self::req("get link", name)(e)),
+        };
+        let mut info = LinkInfo {
+            index: msg.header.index,
+            mac: None,
+            mtu: None,
+            up: msg.header.flags.contains(LinkFlags::Up),
+        };
+        for a in msg.attributes {
+            match a {
+                LinkAttribute::Address(m) => info.mac = Some(m),
+                LinkAttribute::Mtu(m) => info.mtu = Some(m),
+                _ => {}
+            }
+        }
+        Ok(Some(info))
+    }
+
+    async fn index(&self, name: &str) -> Result<u32, NetlinkError> {
+        self.link(name)
+            .await?
+            .map(|l| l.index)
+            .ok_or_else(|| NetlinkError::NoLink(name.to_owned()))
+    }
+
+    /// Deletes `name` if it exists; returns whether it existed.
+    pub async fn delete_link(&self, name: &str) -> Result<bool, NetlinkError> {
+        let Some(l) = self.link(name).await? else {
+            return Ok(false);
+        };
+        match self.handle.link().del(l.index).execute().await {
+            Ok(()) => Ok(true),
+            Err(e) if errno(&e) == Some(ENODEV) => Ok(false),
+            Err(e) => Err(Self::req("delete link", name)(e)),
+        }
+    }
+
+    /// Creates a veth pair: `name` here, its peer `peer` (with `peer_mac`) directly inside the
+    /// namespace open as `peer_ns`, both with `mtu`. Creating the peer in place avoids moving a
+    /// device between namespaces, which waits for an RCU grace period (tens of milliseconds).
+    pub async fn add_veth_into(
+        &self,
+        name: &str,
+        peer: &str,
+        peer_mac: [u8; 6],
+        mtu: Option<u32>,
+        peer_ns: &impl AsRawFd,
+    ) -> Result<(), NetlinkError> {
+        let mut p = LinkUnspec::new_with_name(peer)
+            .address(peer_mac.to_vec())
+            .setns_by_fd(peer_ns.as_raw_fd());
+        let mut b = LinkMessageBuilder::<LinkVeth>::new_with_info_kind(InfoKind::Veth).name(name.to_owned());
+        if let Some(m) = mtu {
+            p = p.mtu(m);
+            b = b.mtu(m);
+        }
+        let msg = b.set_info_data(InfoData::Veth(InfoVeth::Peer(p.build()))).build();
+        self.handle
+            .link()
+            .add(msg)
+            .execute()
+            .await
+            .map_err(Self::req("add veth", name))
+    }
+
+    /// Sets name, MAC, MTU of `name` and brings it up (each only when given).
+    pub async fn configure_link(
+        &self,
+        name: &str,
+        new_name: Option<&str>,
+        mac: Option<[u8; 6]>,
+        mtu: Option<u32>,
+    ) -> Result<u32, NetlinkError> {
+        let index = self.index(name).await?;
+        if new_name.is_some() || mac.is_some() || mtu.is_some() {
+            let mut b = LinkUnspec::new_with_index(index);
+            if let Some(n) = new_name {
+                b = b.name(n.to_owned());
+            }
+            if let Some(m) = mac {
+                b = b.address(m.to_vec());
+            }
+            if let Some(m) = mtu {
+                b = b.mtu(m);
+            }
+            self.handle
+                .link()
+                .set(b.build())
+                .execute()
+                .await
+                .map_err(Self::req("configure link", name))?;
+        }
+        self.handle
+            .link()
+            .set(LinkUnspec::new_with_index(index).up().build())
+            .execute()
+            .await
+            .map_err(Self::req("set link up", name))?;
+        Ok(index)
+    }
+
+    /// Adds `addr` to link `index` (an existing identical address is fine).
+    pub async fn add_address(&self, index: u32, addr: IpNet) -> Result<(), NetlinkError> {
+        match self
+            .handle
+            .address()
+            .add(index, addr.addr(), addr.prefix_len())
+            .execute()
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) if errno(&e) == Some(EEXIST) => Ok(()),
+            Err(e) => Err(Self::req("add address", &addr.to_string())(e)),
+        }
+    }
+
+    /// The addresses of link `index`.
+    pub async fn addresses(&self, index: u32) -> Result<Vec<IpAddr>, NetlinkError> {
+        let mut out = Vec::new();
+        let mut s = self.handle.address().get().set_link_index_filter(index).execute();
+        while let Some(m) = s.try_next().await.map_err(Self::req("list addresses", "link"))? {
+            for a in m.attributes {
+                if let AddressAttribute::Address(ip) = a {
+                    out.push(ip);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Adds `route` via link `index` (an existing identical route is fine).
+    pub async fn add_route(&self, index: u32, route: &RouteSpec) -> Result<(), NetlinkError> {
+        let bad = || NetlinkError::Route(format!("{} via {}", route.dst, route.gateway));
+        let msg = RouteMessageBuilder::<IpAddr>::new()
+            .destination_prefix(route.dst.addr(), route.dst.prefix_len())
+            .map_err(|_| bad())?
+            .gateway(route.gateway)
+            .map_err(|_| bad())?
+            .output_interface(index)
+            .build();
+        match self.handle.route().add(msg).execute().await {
+            Ok(()) => Ok(()),
+            Err(e) if errno(&e) == Some(EEXIST) => Ok(()),
+            Err(e) => Err(Self::req("add route", &route.dst.to_string())(e)),
+        }
+    }
+}
