@@ -231,7 +231,7 @@ pub static OPTIONS: &[OptSpec] = &[
     opt("vif_pool", "ports_pool_cooldown", UINT, Some("30"), "Seconds a released port waits before it is handed out again (IP/ARP caches).").from(RS),
     opt("vif_pool", "ports_pool_max_concurrent_bulk", OptKind::Int { min: Some(1), max: None }, Some("4"), "Bulk port creations in flight at once (all pools).").from(RS),
     opt("vif_pool", "ports_pool_janitor_interval", UINT, Some("90"), "Seconds between janitor passes deleting tagged ports nothing owns (0 disables).").from(RS),
-    opt("vif_pool", "ports_pool_janitor_min_age", UINT, Some("600"), "Minimum age (s) of an unowned tagged port before the janitor deletes it.").from(RS),
+    opt("vif_pool", "ports_pool_janitor_min_age", UINT, Some("600"), "Minimum age (s) of an unowned tagged port before the janitor puts it back in its pool (bound) or deletes it; recovery defers younger ports of a pool with a bulk creation in flight.").from(RS),
     opt("vif_pool", "port_activation_batch", OptKind::Int { min: Some(1), max: None }, Some("100"), "Port IDs per batched activation check (one filtered list request).").from(RS),
     opt("vif_pool", "port_activation_max_interval", UINT, Some("5"), "Longest interval (s) between activation checks while nothing changes.").from(RS),
     opt("vif_pool", "port_activation_timeout", UINT, Some("90"), "Seconds after which a port not yet ACTIVE is reported (ActivatePortFailed event).").from(RS),

@@ -10,7 +10,7 @@ use tracing_subscriber::EnvFilter;
 #[tokio::main]
 async fn main() -> ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_env_filter(log_filter(std::env::var("RUST_LOG").ok()))
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
@@ -31,4 +31,22 @@ async fn main() -> ExitCode {
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// `RUST_LOG` (default `info`), with `openstack_sdk` at `warn` unless `RUST_LOG` names it: at
+/// `info` the SDK logs every request with its headers; our Neutron client has its own metrics
+/// and error reports.
+fn log_filter(rust_log: Option<String>) -> EnvFilter {
+    let base = rust_log
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "info".into());
+    let spec = if base.contains("openstack_sdk") {
+        base
+    } else {
+        format!("{base},openstack_sdk=warn")
+    };
+    EnvFilter::try_new(&spec).unwrap_or_else(|e| {
+        eprintln!("kuryr-controller: RUST_LOG {spec:?} is not a valid filter ({e}); using info");
+        EnvFilter::new("info,openstack_sdk=warn")
+    })
 }

@@ -1,6 +1,7 @@
 //! The CNI operations (upstream `k8s_cni_registry`): ADD waits on the registry, wires every VIF
-//! and waits for activation; DEL, CHECK and GC work from the state files, so they need neither
-//! the API server nor the KuryrPort.
+//! and waits for activation (Neutron's, or OVN's local `ovn-installed` flag: [`crate::activation`]);
+//! DEL, CHECK and GC work from the state files, so they need neither the API server nor the
+//! KuryrPort.
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet, VecDeque},
@@ -15,6 +16,7 @@ use serde_json::Value;
 use tracing::{debug, info, warn};
 
 use crate::{
+    activation::{self, OvnInstalledWatch, Signal},
     binding::{Binding, BindingError, ovs::OvsBinding, spec},
     health::Health,
     metrics::Metrics,
@@ -25,6 +27,18 @@ use crate::{
 
 /// How long DEL may take (upstream: 5 s).
 pub const DEL_TIMEOUT: Duration = Duration::from_secs(5);
+/// Re-check period of the activation wait if a change channel closed (never in practice).
+const POLL_FALLBACK: Duration = Duration::from_millis(100);
+
+/// Wirings in flight at once: one per core, at least 2, at most 8. Every link operation takes
+/// the kernel's RTNL lock, so a burst of ADDs wired all at once only queues inside the kernel
+/// and thrashes the CPU; queued here, each wiring runs at full speed (the wait is measured
+/// apart, `kuryr_cni_wire_queue_seconds`).
+fn wire_slots() -> usize {
+    std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(2, 8)
+}
 
 /// A failed CNI operation; [`OpError::to_cni`] gives the error body and HTTP status.
 #[derive(Debug, thiserror::Error)]
@@ -194,6 +208,10 @@ pub struct Daemon {
     pub metrics: Arc<Metrics>,
     /// Health.
     pub health: Arc<Health>,
+    /// `ovn-installed` flags of the local OVS interfaces.
+    ovn: Arc<OvnInstalledWatch>,
+    /// Bounds the wirings in flight ([`wire_slots`]).
+    wiring: tokio::sync::Semaphore,
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Container IDs DEL has seen recently (bounded), so a slow ADD does not wire them after.
     deleted: Mutex<VecDeque<String>>,
@@ -216,6 +234,8 @@ impl Daemon {
             settings,
             registry,
             state,
+            ovn: OvnInstalledWatch::new(ovs.ovsdb().clone()),
+            wiring: tokio::sync::Semaphore::new(wire_slots()),
             ovs,
             metrics,
             health,
@@ -336,6 +356,10 @@ impl Daemon {
         // Recorded before wiring: a crash mid-way still leaves DEL something to clean.
         self.state.put(&attachment).map_err(OpError::State)?;
         for w in &wired {
+            let queued = Instant::now();
+            // Never closed: `None` cannot happen, and would only mean "unbounded".
+            let _slot = self.wiring.acquire().await.ok();
+            self.metrics.wire_queue.observe(queued.elapsed().as_secs_f64());
             let started = Instant::now();
             let binding = self
                 .binding(&VifKind::from_name(&w.class))
@@ -359,23 +383,70 @@ impl Daemon {
         }
         drop(guard);
 
-        let vifs = self
-            .wait_registry(deadline, || match self.registry.vifs(&key, &pod_uid) {
-                Some(v) if all_active(&v) => Ok(v),
-                Some(_) => Err(WaitReason::NoVifs),
-                None => Err(WaitReason::NoKuryrPort),
-            })
-            .await
-            .map_err(|_| OpError::ActivationTimeout {
-                key: key.clone(),
-                timeout,
-            })?;
+        let vifs = self.wait_active(&key, &pod_uid, vifs, &wired, deadline).await?;
         let default = vifs
             .values()
             .find(|e| e.default)
             .or_else(|| vifs.get(kuryr_types::constants::DEFAULT_IFNAME))
             .or_else(|| vifs.values().next());
         Ok(default.map(|e| e.vif.to_primitive()).unwrap_or(Value::Null))
+    }
+
+    /// ADD's last wait (bounded by `deadline`): until the KuryrPort's VIFs are active, or
+    /// ovn-controller has installed every OVS interface of the pod ([`activation::decide`]).
+    /// Returns the VIFs to report (`vifs`, the wired ones, when OVN's flag ended the wait).
+    async fn wait_active(
+        &self,
+        key: &str,
+        pod_uid: &str,
+        vifs: BTreeMap<String, VifEntry>,
+        wired: &[WiredVif],
+        deadline: Instant,
+    ) -> Result<BTreeMap<String, VifEntry>, OpError> {
+        let started = Instant::now();
+        let all_ovs = wired
+            .iter()
+            .all(|w| VifKind::from_name(&w.class) == VifKind::OpenVSwitch);
+        let devs: Vec<String> = wired.iter().map(|w| w.spec.host_dev.clone()).collect();
+        let mut reg = self.registry.changed();
+        let mut ovn = self.ovn.wait();
+        loop {
+            reg.borrow_and_update();
+            let current = self.registry.vifs(key, pod_uid);
+            let registry_active = current.as_ref().is_some_and(all_active);
+            let signal = {
+                let installed = ovn.rx.borrow_and_update();
+                activation::decide(registry_active, all_ovs, &devs, &installed)
+            };
+            if let Some(signal) = signal {
+                let took = started.elapsed();
+                self.metrics.observe_active_wait(signal.label(), took);
+                debug!(pod = %key, signal = signal.label(), wait_ms = took.as_secs_f64() * 1000.0, "active");
+                return Ok(match (signal, current) {
+                    (Signal::Neutron, Some(v)) => v,
+                    _ => vifs,
+                });
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            let changed = async {
+                tokio::select! {
+                    r = reg.changed() => r.is_ok(),
+                    r = ovn.rx.changed() => r.is_ok(),
+                }
+            };
+            match tokio::time::timeout(left, changed).await {
+                Ok(true) => {}
+                // A closed channel cannot wake us: wait out the deadline on the other one.
+                Ok(false) if !left.is_zero() => tokio::time::sleep(POLL_FALLBACK.min(left)).await,
+                _ => {
+                    self.metrics.observe_active_wait("timeout", started.elapsed());
+                    return Err(OpError::ActivationTimeout {
+                        key: key.to_owned(),
+                        timeout: self.settings.vif_timeout,
+                    });
+                }
+            }
+        }
     }
 
     /// The wiring of every VIF: the default one gets `CNI_IFNAME`, others keep their name.

@@ -4,7 +4,10 @@
 //! `kuryr_cni_request_duration_seconds{command,outcome}` — every request, by CNI verb and `ok` /
 //! error kind (upstream had `{command,error}` with buckets from 10 s; ours resolve milliseconds);
 //! `kuryr_cni_wire_duration_seconds` — the binding of one VIF (veth, addresses, routes, OVS port),
-//! excluding the waits for the KuryrPort and for activation.
+//! excluding the waits for the KuryrPort, for a wiring slot and for activation;
+//! `kuryr_cni_wire_queue_seconds` — the wait for a wiring slot (bounded concurrent wirings);
+//! `kuryr_cni_active_wait_seconds{signal}` — ADD's wait for activation after wiring, by what
+//! ended it (`neutron`, `ovn_installed`, `timeout`).
 
 use std::{sync::Arc, time::Duration};
 
@@ -33,6 +36,13 @@ pub struct RequestLabels {
     pub outcome: String,
 }
 
+/// Labels of [`Metrics::active_wait`].
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SignalLabels {
+    /// `neutron`, `ovn_installed` or `timeout`.
+    pub signal: String,
+}
+
 /// The daemon's metrics.
 #[derive(Debug)]
 pub struct Metrics {
@@ -41,8 +51,12 @@ pub struct Metrics {
     pub requests: Family<RequestLabels, Histogram>,
     /// `kuryr_cni_wire_duration_seconds`.
     pub wire: Histogram,
+    /// `kuryr_cni_wire_queue_seconds`.
+    pub wire_queue: Histogram,
     /// `kuryr_cni_failures_total`: requests that failed inside the daemon (HTTP 500).
     pub failures: Counter,
+    /// `kuryr_cni_active_wait_seconds{signal}`.
+    pub active_wait: Family<SignalLabels, Histogram>,
 }
 
 impl Default for Metrics {
@@ -61,17 +75,32 @@ impl Default for Metrics {
             "Duration of wiring one VIF (veth, addresses, routes, OVS port), without the waits",
             wire.clone(),
         );
+        let wire_queue = Histogram::new(REQUEST_BUCKETS);
+        registry.register(
+            "kuryr_cni_wire_queue_seconds",
+            "Wait of one VIF for a wiring slot (wirings run a few at a time)",
+            wire_queue.clone(),
+        );
         let failures = Counter::default();
         registry.register(
             "kuryr_cni_failures",
             "CNI requests that failed inside the daemon",
             failures.clone(),
         );
+        let active_wait =
+            Family::<SignalLabels, Histogram>::new_with_constructor(|| Histogram::new(REQUEST_BUCKETS));
+        registry.register(
+            "kuryr_cni_active_wait_seconds",
+            "ADD's wait for activation after wiring, by the signal that ended it",
+            active_wait.clone(),
+        );
         Self {
             registry,
             requests,
             wire,
+            wire_queue,
             failures,
+            active_wait,
         }
     }
 }
@@ -83,6 +112,15 @@ impl Metrics {
             .get_or_create(&RequestLabels {
                 command: command.to_owned(),
                 outcome: outcome.to_owned(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    /// Records one wait for activation.
+    pub fn observe_active_wait(&self, signal: &str, took: Duration) {
+        self.active_wait
+            .get_or_create(&SignalLabels {
+                signal: signal.to_owned(),
             })
             .observe(took.as_secs_f64());
     }
@@ -127,6 +165,7 @@ mod tests {
         let m = Metrics::default();
         m.request("ADD", "ok", Duration::from_millis(12));
         m.wire.observe(0.004);
+        m.observe_active_wait("ovn_installed", Duration::from_millis(40));
         let text = m.encode().unwrap();
         assert!(
             text.contains(
@@ -136,5 +175,9 @@ mod tests {
         );
         assert!(text.contains("kuryr_cni_wire_duration_seconds_count 1"), "{text}");
         assert!(text.contains("kuryr_cni_failures_total 0"), "{text}");
+        assert!(
+            text.contains("kuryr_cni_active_wait_seconds_count{signal=\"ovn_installed\"} 1"),
+            "{text}"
+        );
     }
 }

@@ -246,6 +246,22 @@ impl Ovsdb {
             .await?;
         Ok(rows(&r, 0).first().map(|row| map_of(&row["external_ids"])))
     }
+
+    /// Names of the interfaces whose `external_ids` map `key` to `value` (one query for all).
+    pub async fn interfaces_with_external_id(
+        &self,
+        key: &str,
+        value: &str,
+    ) -> Result<std::collections::HashSet<String>, OvsdbError> {
+        let r = self
+            .transact(vec![json!({"op": "select", "table": "Interface",
+                "where": [["external_ids", "includes", ["map", [[key, value]]]]], "columns": ["name"]})])
+            .await?;
+        Ok(rows(&r, 0)
+            .iter()
+            .filter_map(|row| row["name"].as_str().map(str::to_owned))
+            .collect())
+    }
 }
 
 fn parse_reply(msg: Value) -> Result<Vec<Value>, OvsdbError> {

@@ -18,6 +18,24 @@ fn link_json(ns: &str, ifname: &str) -> Value {
     v[0].clone()
 }
 
+/// Runs ADD through the real plugin on a blocking thread; the handle yields `(ok, result)`.
+fn spawn_add(
+    d: &DaemonProc,
+    container: &str,
+    netns: &str,
+    pod: &str,
+    uid: &str,
+) -> tokio::task::JoinHandle<(bool, Value)> {
+    let (c, n, p, u, shim) = (
+        container.to_owned(),
+        netns.to_owned(),
+        pod.to_owned(),
+        uid.to_owned(),
+        d.shim(),
+    );
+    tokio::task::spawn_blocking(move || shim.cni("ADD", &c, &n, &p, &u))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn add_wires_the_pod_and_del_removes_it() {
     let topo = topology();
@@ -44,12 +62,7 @@ async fn add_wires_the_pod_and_del_removes_it() {
 
         // ADD through the real plugin; the test plays the controller: once Neutron reports the
         // port ACTIVE (it was plugged), mark the VIF active.
-        let add = {
-            let (container, netns, pod, uid) =
-                (container.clone(), podns.path.clone(), pod.clone(), uid.clone());
-            let shim = d.shim();
-            tokio::task::spawn_blocking(move || shim.cni("ADD", &container, &netns, &pod, &uid))
-        };
+        let add = spawn_add(&d, &container, &podns.path, &pod, &uid);
         let t0 = Instant::now();
         tokio::time::sleep(Duration::from_millis(700)).await;
         assert!(
@@ -148,6 +161,77 @@ async fn add_wires_the_pod_and_del_removes_it() {
     .await;
 }
 
+/// Nobody marks the VIF active (no controller): ADD still returns, as soon as the node's
+/// ovn-controller flags the OVS interface `ovn-installed`, and the pod is reachable then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn add_returns_on_ovn_installed_without_the_neutron_signal() {
+    let topo = topology();
+    let os = openstack(&topo).await;
+    let os2 = os.clone();
+    with_cleanup(&os, async move {
+        let os = os2;
+        let cluster = cluster(&topo).await;
+        let state = tempfile::tempdir().unwrap();
+        let mut d = DaemonProc::start(&cluster, &topo, 1, state.path(), "");
+        d.wait_ready().await;
+        let port = os.ports(&d.node, 1).await.remove(0);
+        let vif = os.vif(&port);
+        let pod = unique("pod-");
+        let uid = uuid::Uuid::new_v4().to_string();
+        put_kuryrport(&cluster.client, &pod, &d.node, &uid, &vif).await;
+        let podns = PodNs::new();
+        let container = unique("ctr-");
+        let shim = d.shim();
+        let t0 = Instant::now();
+        let (ok, result) = spawn_add(&d, &container, &podns.path, &pod, &uid).await.unwrap();
+        let took = t0.elapsed();
+        assert!(ok, "ADD failed: {result}\n{}", d.log_text());
+        println!(
+            "ADD returned in {} ms without the Neutron signal",
+            took.as_millis()
+        );
+        let tap = kuryr_daemon::binding::spec::host_dev_name(&port.id);
+        let flag = String::from_utf8_lossy(
+            &ovs_vsctl(
+                &d.ovs_rundir,
+                &["get", "Interface", &tap, "external_ids:ovn-installed"],
+            )
+            .stdout,
+        )
+        .trim()
+        .to_owned();
+        assert_eq!(flag, "\"true\"", "ovn-installed of {tap}");
+        let m = d.metrics();
+        assert!(
+            m.contains("kuryr_cni_active_wait_seconds_count{signal=\"ovn_installed\"} 1"),
+            "{m}"
+        );
+        // The datapath is really there: the pod reaches its gateway (the router's port).
+        let gw = topo.get("POD_SUBNET_GATEWAY");
+        let ping = run(&[
+            "ip",
+            "netns",
+            "exec",
+            &podns.name,
+            "ping",
+            "-c",
+            "2",
+            "-W",
+            "3",
+            gw,
+        ]);
+        assert!(
+            ping.status.success(),
+            "ping {gw} failed: {}",
+            String::from_utf8_lossy(&ping.stdout)
+        );
+        let (ok, out) = shim.cni("DEL", &container, &podns.path, &pod, &uid);
+        assert!(ok, "DEL failed: {out}");
+        d.stop();
+    })
+    .await;
+}
+
 /// One pod wired on a daemon: its namespace, port, container and ADD result.
 struct WiredPod {
     ns: PodNs,
@@ -168,16 +252,7 @@ async fn wire_pod(os: &Os, cluster: &Cluster, d: &DaemonProc) -> WiredPod {
     put_kuryrport(&cluster.client, &name, &d.node, &uid, &vif).await;
     let ns = PodNs::new();
     let container = unique("ctr-");
-    let add = {
-        let (c, n, p, u, shim) = (
-            container.clone(),
-            ns.path.clone(),
-            name.clone(),
-            uid.clone(),
-            d.shim(),
-        );
-        tokio::task::spawn_blocking(move || shim.cni("ADD", &c, &n, &p, &u))
-    };
+    let add = spawn_add(d, &container, &ns.path, &name, &uid);
     os.wait_active(&port.id, Duration::from_secs(30)).await;
     set_active(&cluster.client, &name, &vif).await;
     let (ok, result) = add.await.unwrap();

@@ -63,6 +63,11 @@ pub struct BurstResult {
     pub cni_wire_p99_ms: Option<f64>,
     /// Daemon-side ADD request p99 (`kuryr_cni_request_duration_seconds{command="ADD"}`), ms.
     pub cni_request_p99_ms: Option<f64>,
+    /// Daemon-side wait for a wiring slot, p99 (`kuryr_cni_wire_queue_seconds`), ms.
+    pub cni_wire_queue_p99_ms: Option<f64>,
+    /// ADDs by the signal that ended their wait for activation
+    /// (`kuryr_cni_active_wait_seconds_count{signal}`: `neutron`, `ovn_installed`, `timeout`).
+    pub active_by_signal: BTreeMap<String, f64>,
     /// What did not complete, if anything.
     pub incomplete: Vec<String>,
 }
@@ -141,11 +146,20 @@ impl BurstResult {
             fmt_f(self.controller_rss_mib, 1)
         );
         s += &format!(
-            "  {:<34} wire p99 {} ms, ADD request p99 {} ms\n",
+            "  {:<34} wire p99 {} ms (slot wait p99 {} ms), ADD request p99 {} ms\n",
             "daemon (histograms)",
             fmt_f(self.cni_wire_p99_ms, 1),
+            fmt_f(self.cni_wire_queue_p99_ms, 1),
             fmt_f(self.cni_request_p99_ms, 1)
         );
+        if !self.active_by_signal.is_empty() {
+            let by: Vec<String> = self
+                .active_by_signal
+                .iter()
+                .map(|(k, v)| format!("{k} {v:.0}"))
+                .collect();
+            s += &format!("  {:<34} {}\n", "ADD active signal", by.join(", "));
+        }
         for i in &self.incomplete {
             s += &format!("  INCOMPLETE: {i}\n");
         }
@@ -510,9 +524,24 @@ pub async fn run(cluster: &Cluster, client: &Client, cfg: &BurstConfig) -> Resul
         histogram_quantile(0.99, &total).map(|s| s * 1000.0)
     };
     r.cni_wire_p99_ms = hist_p99("kuryr_cni_wire_duration_seconds", &|_| true);
+    r.cni_wire_queue_p99_ms = hist_p99("kuryr_cni_wire_queue_seconds", &|_| true);
     r.cni_request_p99_ms = hist_p99("kuryr_cni_request_duration_seconds", &|l| {
         l.get("command").is_none_or(|c| c.eq_ignore_ascii_case("add"))
     });
+    for signal in ["neutron", "ovn_installed", "timeout"] {
+        let has = |l: &BTreeMap<String, String>| l.get("signal").is_some_and(|s| s == signal);
+        let n: f64 = daemons_before
+            .iter()
+            .zip(&daemons_after)
+            .map(|(b, a)| {
+                a.sum("kuryr_cni_active_wait_seconds_count", has)
+                    - b.sum("kuryr_cni_active_wait_seconds_count", has)
+            })
+            .sum();
+        if n > 0.0 {
+            r.active_by_signal.insert(signal.to_string(), n);
+        }
+    }
 
     // Clean up: the pods go, their ports return to the pool (or are deleted without pools).
     for n in &names {

@@ -108,11 +108,21 @@ async fn pods_in_two_namespaces_on_two_nodes_get_neutron_ports_and_talk() {
         "pods Ready",
         pods::wait_ready(&client, &keys, READY).await,
     );
-    let views = check(
-        &cluster,
-        "collect",
-        pods::collect(&cluster, &client, &ns_list(&keys)).await,
-    );
+    // A pod is Ready as soon as OVN installed its port's flows (the daemon's `ovn-installed`
+    // signal); the controller marks the VIF active when Neutron reports the port ACTIVE, which
+    // may come a little later: wait for that too (bounded).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    let views = loop {
+        let views = check(
+            &cluster,
+            "collect",
+            pods::collect(&cluster, &client, &ns_list(&keys)).await,
+        );
+        if views.iter().all(|v| v.vif_active) || std::time::Instant::now() >= deadline {
+            break views;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    };
     let ids: Vec<String> = views.iter().map(|v| v.port_id.clone()).collect();
     let ports: BTreeMap<String, neutron::NeutronPort> =
         check(&cluster, "neutron", neutron::ports_by_id(&ids))

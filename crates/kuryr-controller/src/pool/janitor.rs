@@ -1,9 +1,15 @@
-//! The janitor: periodically deletes this cluster's tagged `compute:kuryr` ports that neither a
+//! The janitor: periodically settles this cluster's tagged `compute:kuryr` ports that neither a
 //! KuryrPort nor the pool owns and that are older than `ports_pool_janitor_min_age` (so ports
-//! of a bulk creation still in flight are spared; no pass runs while a population is in flight).
-//! Without any tag configured it does nothing: ownership cannot be proven.
+//! of a bulk creation still in flight are spared; no pass runs while a population is in flight):
+//! usable ones (bound; ports of a bulk whose answer was lost, or deferred at recovery) go back
+//! in their pools, the others are deleted. Without any tag configured it does nothing:
+//! ownership cannot be proven.
 
-use std::{collections::HashSet, sync::Arc, time::Duration};
+use std::{
+    collections::HashSet,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use kube::{Api, Client, api::ListParams};
 use kuryr_core::pool::orphans;
@@ -26,7 +32,8 @@ pub enum JanitorError {
 
 impl VifPool {
     /// One pass: `kuryrport_ports` are the port IDs KuryrPorts reference, read BEFORE this
-    /// call (a port handed out after that read is owned by the pool). Returns the deleted IDs.
+    /// call (a port handed out after that read is owned by the pool). Returns the deleted IDs
+    /// (adopted ones are logged and counted in the pool gauges).
     pub async fn janitor_pass(&self, kuryrport_ports: &HashSet<String>) -> Result<Vec<String>, Error> {
         let tags = &self.settings.tags;
         if tags.is_empty() {
@@ -52,26 +59,35 @@ impl VifPool {
             })?;
         let mut owned = kuryrport_ports.clone();
         owned.extend(lock(&self.noop_pending).values().map(|p| p.id.clone()));
-        let found = {
-            let st = self.state();
+        let (delete, adopted) = {
+            let mut st = self.state();
             if st.in_flight() > 0 {
                 return Ok(Vec::new());
             }
-            orphans(
-                &owned,
-                &st,
-                &ports,
-                tags,
-                jiff::Timestamp::now(),
-                self.settings.janitor_min_age,
-            )
+            let wall = jiff::Timestamp::now();
+            let found: HashSet<String> =
+                orphans(&owned, &st, &ports, tags, wall, self.settings.janitor_min_age)
+                    .into_iter()
+                    .collect();
+            let found: Vec<&kuryr_openstack::Port> = ports.iter().filter(|p| found.contains(&p.id)).collect();
+            st.adopt_orphans(&found, Instant::now(), wall)
         };
-        if found.is_empty() {
-            return Ok(found);
+        if !adopted.is_empty() {
+            let mut cache = lock(&self.ports);
+            for p in ports.iter().filter(|p| adopted.contains(&p.id)) {
+                cache.insert(p.id.clone(), p.clone());
+            }
+            drop(cache);
+            info!(ports = ?adopted, "janitor: ports nothing owns are back in their pools");
+            self.publish_stats();
+            self.changed.send_modify(|v| *v += 1);
         }
-        info!(ports = ?found, "janitor: deleting ports nothing owns");
-        self.delete_many(&found).await?;
-        Ok(found)
+        if delete.is_empty() {
+            return Ok(delete);
+        }
+        info!(ports = ?delete, "janitor: deleting unusable ports nothing owns");
+        self.delete_many(&delete).await?;
+        Ok(delete)
     }
 
     /// Runs [`VifPool::janitor_pass`] every `ports_pool_janitor_interval` (never if zero),

@@ -84,8 +84,8 @@ impl VifPool {
             refs,
             &ports,
             &self.settings.tags,
-            Instant::now(),
-            jiff::Timestamp::now(),
+            (Instant::now(), jiff::Timestamp::now()),
+            self.settings.janitor_min_age,
         );
         {
             let known: HashMap<String, _> = ports
@@ -113,6 +113,7 @@ impl VifPool {
             deleting = report.to_delete.len(),
             missing = report.missing.len(),
             conflicts = report.conflicts.len(),
+            deferred = report.deferred.len(),
             elapsed_ms = started.elapsed().as_millis() as u64,
             "pools recovered"
         );

@@ -42,7 +42,8 @@ pub struct PoolSettings {
     pub ovs_bridge: Option<String>,
     /// Period of the janitor (zero: off).
     pub janitor_interval: Duration,
-    /// Minimum age of an unowned tagged port before the janitor deletes it.
+    /// Minimum age of an unowned tagged port before the janitor adopts or deletes it (and the
+    /// settle age of recovery).
     pub janitor_min_age: Duration,
     /// Batched activation checks.
     pub activation: ActivationConfig,

@@ -99,14 +99,35 @@ pub async fn neutron(config: &kuryr_config::Config) -> (OpenStackNeutron, Arc<Co
     (n, obs)
 }
 
-/// Deletes every port tagged `tag`; returns how many there were.
+/// Deletes every port tagged `tag`; returns how many there were. Waits first (bounded) until
+/// no young tagged port is unbound: a bulk creation still in flight (a killed controller's, or
+/// one whose answer timed out) shows its ports unbound while Neutron binds them, and deleting
+/// them then makes Neutron roll the bulk back — on the sandbox that can leave an address
+/// allocated without its IPAM record, which stalls later creations for minutes.
 pub async fn cleanup_ports(n: &OpenStackNeutron, tag: &str) -> usize {
-    let ports = match n.list_ports(&PortFilter::tagged([tag])).await {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("cleanup: listing ports tagged {tag}: {e}");
-            return 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    let ports = loop {
+        let ports = match n.list_ports(&PortFilter::tagged([tag])).await {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("cleanup: listing ports tagged {tag}: {e}");
+                return 0;
+            }
+        };
+        let now = jiff::Timestamp::now();
+        let binding = ports
+            .iter()
+            .filter(|p| {
+                !p.is_bound()
+                    && p.created()
+                        .is_none_or(|c| now.duration_since(c) < jiff::SignedDuration::from_secs(300))
+            })
+            .count();
+        if binding == 0 || std::time::Instant::now() >= deadline {
+            break ports;
         }
+        println!("cleanup: waiting for {binding} port(s) still being bound");
+        tokio::time::sleep(Duration::from_secs(2)).await;
     };
     let count = ports.len();
     for p in ports {

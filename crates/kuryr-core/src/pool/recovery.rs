@@ -9,7 +9,14 @@
 //! * ours and bound (binding host set, VIF type neither `unbound` nor `binding_failed`) → back
 //!   in the pool of `(binding host, project, network)` under their SG set; ours and unbound → delete;
 //! * a port updated less than `cooldown` ago (or still ACTIVE: a pod may still be plugged) may
-//!   have been released just before the restart, so it cools down for the rest of the period.
+//!   have been released just before the restart, so it cools down for the rest of the period;
+//! * kuryr-rs addition — a pool with an unbound port younger than the settle age (the janitor's
+//!   minimum age) has a bulk creation in flight, sent by the process that died: Neutron binds a
+//!   bulk's ports one by one before answering. Its young ports are *deferred* (neither adopted
+//!   nor deleted): deleting one makes Neutron fail the whole bulk and roll it back (which would
+//!   also delete the ones adopted), and on the sandbox the failed bulk kept retrying its address
+//!   allocations for minutes, stalling every other port creation. The janitor settles them once
+//!   they are old enough ([`PoolState::adopt_orphans`]).
 
 use std::{
     collections::{HashMap, HashSet},
@@ -58,19 +65,63 @@ pub struct RecoveryReport {
     pub missing: Vec<InUseRef>,
     /// A port referenced by more than one KuryrPort: only the first keeps it.
     pub conflicts: Vec<InUseRef>,
+    /// Young ports of pools with a bulk creation still in flight: left for the janitor.
+    pub deferred: Vec<String>,
+}
+
+/// Where an unreferenced port of ours goes (recovery and the janitor agree on it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Placement {
+    /// Not usable: delete it.
+    Delete(DeleteReason),
+    /// Back in its pool, in this state (`Available` or `Cooling`).
+    Pool(PortState),
+}
+
+/// The placement of `p` (unreferenced, ours). `now` and `wall_now` as in [`PoolState::recover`].
+fn placement(p: &Port, cooldown: Duration, now: Instant, wall_now: jiff::Timestamp) -> Placement {
+    if !p.is_bound() {
+        return Placement::Delete(if p.binding_vif_type == VIF_TYPE_BINDING_FAILED {
+            DeleteReason::BindingFailed
+        } else {
+            DeleteReason::Unbound
+        });
+    }
+    let remaining = if p.is_active() {
+        Some(cooldown)
+    } else {
+        match p.updated() {
+            Some(t) => {
+                let age = Duration::try_from(wall_now.duration_since(t)).unwrap_or(Duration::ZERO);
+                cooldown.checked_sub(age).filter(|d| !d.is_zero())
+            }
+            None => Some(cooldown),
+        }
+    };
+    Placement::Pool(match remaining {
+        Some(d) => PortState::Cooling(now + d),
+        None => PortState::Available,
+    })
+}
+
+/// Younger than `age` (creation time unreadable: treated as young, the safe side).
+fn younger_than(p: &Port, age: Duration, wall_now: jiff::Timestamp) -> bool {
+    p.created()
+        .is_none_or(|c| Duration::try_from(wall_now.duration_since(c)).map_or(true, |a| a < age))
 }
 
 impl PoolState {
     /// Rebuilds the state from KuryrPorts (`in_use`) and Neutron's ports (`ports`: the list
     /// filtered by device owner and tags, plus any ports the KuryrPorts reference). `now` is
-    /// the monotonic clock, `wall_now` the wall clock Neutron's `updated_at` is compared with.
+    /// the monotonic clock, `wall_now` the wall clock Neutron's `updated_at` is compared with;
+    /// `settle` is the age below which a port may belong to a bulk creation still in flight.
     pub fn recover(
         cfg: PoolConfig,
         in_use: impl IntoIterator<Item = InUseRef>,
         ports: &[Port],
         tags: &TagPolicy,
-        now: Instant,
-        wall_now: jiff::Timestamp,
+        (now, wall_now): (Instant, jiff::Timestamp),
+        settle: Duration,
     ) -> (PoolState, RecoveryReport) {
         let cooldown = cfg.cooldown;
         let mut state = PoolState::new(cfg);
@@ -92,40 +143,39 @@ impl PoolState {
                 None => report.missing.push(r),
             }
         }
-        for p in ports {
-            if referenced.contains(&p.id) || p.device_owner != DEVICE_OWNER || !tags.matches(&p.tags) {
+        let ours: Vec<&Port> = ports
+            .iter()
+            .filter(|p| {
+                !referenced.contains(&p.id) && p.device_owner == DEVICE_OWNER && tags.matches(&p.tags)
+            })
+            .collect();
+        // Pools with a bulk creation in flight: an unbound port that is still young.
+        let busy: HashSet<PoolKey> = ours
+            .iter()
+            .filter(|p| !p.is_bound() && younger_than(p, settle, wall_now))
+            .map(|p| pool_key(p))
+            .collect();
+        for p in ours {
+            if busy.contains(&pool_key(p)) && younger_than(p, settle, wall_now) {
+                report.deferred.push(p.id.clone());
                 continue;
             }
-            if !p.is_bound() {
-                let reason = if p.binding_vif_type == VIF_TYPE_BINDING_FAILED {
-                    DeleteReason::BindingFailed
-                } else {
-                    DeleteReason::Unbound
-                };
-                if state.adopt(&p.id, pool_key(p), SgSet::default(), PortState::Deleting) {
-                    report.to_delete.push((p.id.clone(), reason));
-                }
-                continue;
-            }
-            let remaining = if p.is_active() {
-                Some(cooldown)
-            } else {
-                match p.updated() {
-                    Some(t) => {
-                        let age = wall_now.duration_since(t);
-                        let age = Duration::try_from(age).unwrap_or(Duration::ZERO);
-                        cooldown.checked_sub(age).filter(|d| !d.is_zero())
+            match placement(p, cooldown, now, wall_now) {
+                Placement::Delete(reason) => {
+                    if state.adopt(&p.id, pool_key(p), SgSet::default(), PortState::Deleting) {
+                        report.to_delete.push((p.id.clone(), reason));
                     }
-                    None => Some(cooldown),
                 }
-            };
-            let sgs = SgSet::new(p.security_groups.iter().cloned());
-            let (st, list) = match remaining {
-                Some(d) => (PortState::Cooling(now + d), &mut report.cooling),
-                None => (PortState::Available, &mut report.available),
-            };
-            if state.adopt(&p.id, pool_key(p), sgs, st) {
-                list.push(p.id.clone());
+                Placement::Pool(st) => {
+                    let list = match st {
+                        PortState::Cooling(_) => &mut report.cooling,
+                        _ => &mut report.available,
+                    };
+                    let sgs = SgSet::new(p.security_groups.iter().cloned());
+                    if state.adopt(&p.id, pool_key(p), sgs, st) {
+                        list.push(p.id.clone());
+                    }
+                }
             }
         }
         (state, report)
@@ -134,6 +184,47 @@ impl PoolState {
 
 fn pool_key(p: &Port) -> PoolKey {
     PoolKey::new(&p.binding_host_id, p.project(), &p.network_id)
+}
+
+impl PoolState {
+    /// The janitor's second half: `orphans` (see [`orphans`]) are placed as recovery would
+    /// place them — usable ones back in their pools (ports of a bulk creation whose answer was
+    /// lost, or deferred at recovery, are worth reusing), the rest to be deleted. A port of a
+    /// closed network is not adopted; one the state meanwhile knows is left alone, except a
+    /// `deleting` one, whose failed deletion is retried. Returns the IDs to
+    /// delete (in `deleting`; [`PoolState::confirm_deleted`] after) and the IDs adopted.
+    pub fn adopt_orphans(
+        &mut self,
+        orphans: &[&Port],
+        now: Instant,
+        wall_now: jiff::Timestamp,
+    ) -> (Vec<String>, Vec<String>) {
+        let (mut delete, mut adopted) = (Vec::new(), Vec::new());
+        for p in orphans {
+            if let Some(known) = self.port(&p.id) {
+                // A deletion that failed earlier is retried; anything else is owned.
+                if known.state == PortState::Deleting {
+                    delete.push(p.id.clone());
+                }
+                continue;
+            }
+            let key = pool_key(p);
+            let st = match placement(p, self.config().cooldown, now, wall_now) {
+                Placement::Pool(st) if !self.network_closed(&key.network_id) => st,
+                _ => {
+                    if self.adopt(&p.id, key, SgSet::default(), PortState::Deleting) {
+                        delete.push(p.id.clone());
+                    }
+                    continue;
+                }
+            };
+            let sgs = SgSet::new(p.security_groups.iter().cloned());
+            if self.adopt(&p.id, key, sgs, st) {
+                adopted.push(p.id.clone());
+            }
+        }
+        (delete, adopted)
+    }
 }
 
 /// The janitor: tagged `compute:kuryr` ports that neither a KuryrPort (`kuryrport_port_ids`)
@@ -232,7 +323,14 @@ mod tests {
             cooldown: Duration::from_secs(30),
             ..PoolConfig::default()
         };
-        let (mut st, rep) = PoolState::recover(cfg, refs, &ports, &tags(), now, wall());
+        let (mut st, rep) = PoolState::recover(
+            cfg,
+            refs,
+            &ports,
+            &tags(),
+            (now, wall()),
+            Duration::from_secs(600),
+        );
         st.check_invariants().unwrap();
         assert_eq!(rep.in_use, vec!["used", "legacy"]);
         assert_eq!(rep.available, vec!["old"]);
@@ -293,5 +391,80 @@ mod tests {
         assert_eq!(found, vec!["orphan"]);
         assert!(orphans(&kps, &st, &ports, &TagPolicy::default(), wall(), Duration::ZERO).is_empty());
         let _ = now;
+    }
+
+    #[test]
+    fn recovery_defers_young_ports_of_a_pool_with_a_bulk_in_flight() {
+        let now = Instant::now();
+        let young = |id: &str, host: &str, vif: &str| {
+            let mut p = port(id, host, vif, "DOWN", "2026-11-22T05:59:50Z");
+            p.created_at = "2026-11-22T05:59:50Z".into();
+            p
+        };
+        // w0: a bulk in flight (one port bound, one not yet); w1: a young, settled pool.
+        let mut unbound_w0 = young("w0-unbound", "w0", "unbound");
+        unbound_w0.binding_host_id = "w0".into();
+        let ports = vec![
+            young("w0-bound", "w0", "ovs"),
+            unbound_w0,
+            port("w0-old", "w0", "ovs", "DOWN", "2026-11-22T05:00:00Z"),
+            young("w1-bound", "w1", "ovs"),
+        ];
+        let (st, rep) = PoolState::recover(
+            PoolConfig::default(),
+            Vec::new(),
+            &ports,
+            &tags(),
+            (now, wall()),
+            Duration::from_secs(60),
+        );
+        st.check_invariants().unwrap();
+        let mut deferred = rep.deferred.clone();
+        deferred.sort();
+        assert_eq!(deferred, vec!["w0-bound", "w0-unbound"]);
+        assert!(rep.to_delete.is_empty());
+        assert!(st.port("w0-bound").is_none() && st.port("w0-unbound").is_none());
+        assert_eq!(st.port("w0-old").unwrap().state, PortState::Available);
+        // w1's young port was updated 10 s ago: it cools down (no bulk in flight there).
+        assert!(matches!(
+            st.port("w1-bound").unwrap().state,
+            PortState::Cooling(_)
+        ));
+        // Without a young unbound port nothing is deferred.
+        let (_, rep) = PoolState::recover(
+            PoolConfig::default(),
+            Vec::new(),
+            &ports[..1],
+            &tags(),
+            (now, wall()),
+            Duration::from_secs(60),
+        );
+        assert!(rep.deferred.is_empty() && rep.cooling == vec!["w0-bound"]);
+    }
+
+    #[test]
+    fn janitor_adopts_usable_orphans_and_deletes_the_rest() {
+        let now = Instant::now();
+        let mut st = PoolState::new(PoolConfig::default());
+        let bound = port("bound", "w0", "ovs", "DOWN", "2026-11-22T05:00:00Z");
+        let unbound = port("unbound", "", "unbound", "DOWN", "2026-11-22T05:00:00Z");
+        let mut closed = port("closed", "w0", "ovs", "DOWN", "2026-11-22T05:00:00Z");
+        closed.network_id = "gone-net".into();
+        st.delete_network_pools("gone-net");
+        let (delete, adopted) = st.adopt_orphans(&[&bound, &unbound, &closed], now, wall());
+        assert_eq!(adopted, vec!["bound"]);
+        assert_eq!(delete, vec!["unbound", "closed"]);
+        assert_eq!(st.port("bound").unwrap().state, PortState::Available);
+        // Known ports are left alone; a deletion not yet confirmed is retried.
+        let (d2, a2) = st.adopt_orphans(&[&bound, &unbound], now, wall());
+        assert!(a2.is_empty());
+        assert_eq!(d2, vec!["unbound"]);
+        assert!(st.confirm_deleted("unbound") && st.confirm_deleted("closed"));
+        st.check_invariants().unwrap();
+        let key = PoolKey::new("w0", "proj", "net");
+        match st.request(&PodKey::new("ns", "p"), &key, &SgSet::new(["sg-a", "sg-b"]), now) {
+            Decision::Take(t) => assert_eq!(t.port_id, "bound"),
+            d => panic!("{d:?}"),
+        }
     }
 }

@@ -538,6 +538,11 @@ impl PoolState {
         self.cooling.first().map(|(t, _)| *t)
     }
 
+    /// No port is handed out on this network any more (its pools were deleted).
+    pub fn network_closed(&self, network_id: &str) -> bool {
+        self.closed_networks.contains(network_id)
+    }
+
     /// Populations in flight.
     pub fn in_flight(&self) -> usize {
         self.tickets.len()
