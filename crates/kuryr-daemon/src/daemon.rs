@@ -30,16 +30,6 @@ pub const DEL_TIMEOUT: Duration = Duration::from_secs(5);
 /// Re-check period of the activation wait if a change channel closed (never in practice).
 const POLL_FALLBACK: Duration = Duration::from_millis(100);
 
-/// Wirings in flight at once: one per core, at least 2, at most 8. Every link operation takes
-/// the kernel's RTNL lock, so a burst of ADDs wired all at once only queues inside the kernel
-/// and thrashes the CPU; queued here, each wiring runs at full speed (the wait is measured
-/// apart, `kuryr_cni_wire_queue_seconds`).
-fn wire_slots() -> usize {
-    std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .clamp(2, 8)
-}
-
 /// A failed CNI operation; [`OpError::to_cni`] gives the error body and HTTP status.
 #[derive(Debug, thiserror::Error)]
 pub enum OpError {
@@ -210,8 +200,6 @@ pub struct Daemon {
     pub health: Arc<Health>,
     /// `ovn-installed` flags of the local OVS interfaces.
     ovn: Arc<OvnInstalledWatch>,
-    /// Bounds the wirings in flight ([`wire_slots`]).
-    wiring: tokio::sync::Semaphore,
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// Container IDs DEL has seen recently (bounded), so a slow ADD does not wire them after.
     deleted: Mutex<VecDeque<String>>,
@@ -235,7 +223,6 @@ impl Daemon {
             registry,
             state,
             ovn: OvnInstalledWatch::new(ovs.ovsdb().clone()),
-            wiring: tokio::sync::Semaphore::new(wire_slots()),
             ovs,
             metrics,
             health,
@@ -356,10 +343,6 @@ impl Daemon {
         // Recorded before wiring: a crash mid-way still leaves DEL something to clean.
         self.state.put(&attachment).map_err(OpError::State)?;
         for w in &wired {
-            let queued = Instant::now();
-            // Never closed: `None` cannot happen, and would only mean "unbounded".
-            let _slot = self.wiring.acquire().await.ok();
-            self.metrics.wire_queue.observe(queued.elapsed().as_secs_f64());
             let started = Instant::now();
             let binding = self
                 .binding(&VifKind::from_name(&w.class))

@@ -4,8 +4,7 @@
 //! `kuryr_cni_request_duration_seconds{command,outcome}` — every request, by CNI verb and `ok` /
 //! error kind (upstream had `{command,error}` with buckets from 10 s; ours resolve milliseconds);
 //! `kuryr_cni_wire_duration_seconds` — the binding of one VIF (veth, addresses, routes, OVS port),
-//! excluding the waits for the KuryrPort, for a wiring slot and for activation;
-//! `kuryr_cni_wire_queue_seconds` — the wait for a wiring slot (bounded concurrent wirings);
+//! excluding the waits for the KuryrPort and for activation;
 //! `kuryr_cni_active_wait_seconds{signal}` — ADD's wait for activation after wiring, by what
 //! ended it (`neutron`, `ovn_installed`, `timeout`).
 
@@ -51,8 +50,6 @@ pub struct Metrics {
     pub requests: Family<RequestLabels, Histogram>,
     /// `kuryr_cni_wire_duration_seconds`.
     pub wire: Histogram,
-    /// `kuryr_cni_wire_queue_seconds`.
-    pub wire_queue: Histogram,
     /// `kuryr_cni_failures_total`: requests that failed inside the daemon (HTTP 500).
     pub failures: Counter,
     /// `kuryr_cni_active_wait_seconds{signal}`.
@@ -75,12 +72,6 @@ impl Default for Metrics {
             "Duration of wiring one VIF (veth, addresses, routes, OVS port), without the waits",
             wire.clone(),
         );
-        let wire_queue = Histogram::new(REQUEST_BUCKETS);
-        registry.register(
-            "kuryr_cni_wire_queue_seconds",
-            "Wait of one VIF for a wiring slot (wirings run a few at a time)",
-            wire_queue.clone(),
-        );
         let failures = Counter::default();
         registry.register(
             "kuryr_cni_failures",
@@ -98,7 +89,6 @@ impl Default for Metrics {
             registry,
             requests,
             wire,
-            wire_queue,
             failures,
             active_wait,
         }

@@ -63,8 +63,6 @@ pub struct BurstResult {
     pub cni_wire_p99_ms: Option<f64>,
     /// Daemon-side ADD request p99 (`kuryr_cni_request_duration_seconds{command="ADD"}`), ms.
     pub cni_request_p99_ms: Option<f64>,
-    /// Daemon-side wait for a wiring slot, p99 (`kuryr_cni_wire_queue_seconds`), ms.
-    pub cni_wire_queue_p99_ms: Option<f64>,
     /// ADDs by the signal that ended their wait for activation
     /// (`kuryr_cni_active_wait_seconds_count{signal}`: `neutron`, `ovn_installed`, `timeout`).
     pub active_by_signal: BTreeMap<String, f64>,
@@ -146,10 +144,9 @@ impl BurstResult {
             fmt_f(self.controller_rss_mib, 1)
         );
         s += &format!(
-            "  {:<34} wire p99 {} ms (slot wait p99 {} ms), ADD request p99 {} ms\n",
+            "  {:<34} wire p99 {} ms, ADD request p99 {} ms\n",
             "daemon (histograms)",
             fmt_f(self.cni_wire_p99_ms, 1),
-            fmt_f(self.cni_wire_queue_p99_ms, 1),
             fmt_f(self.cni_request_p99_ms, 1)
         );
         if !self.active_by_signal.is_empty() {
@@ -524,7 +521,6 @@ pub async fn run(cluster: &Cluster, client: &Client, cfg: &BurstConfig) -> Resul
         histogram_quantile(0.99, &total).map(|s| s * 1000.0)
     };
     r.cni_wire_p99_ms = hist_p99("kuryr_cni_wire_duration_seconds", &|_| true);
-    r.cni_wire_queue_p99_ms = hist_p99("kuryr_cni_wire_queue_seconds", &|_| true);
     r.cni_request_p99_ms = hist_p99("kuryr_cni_request_duration_seconds", &|l| {
         l.get("command").is_none_or(|c| c.eq_ignore_ascii_case("add"))
     });
