@@ -19,6 +19,8 @@ use crate::binding::spec::RouteSpec;
 
 const EEXIST: i32 = 17;
 const ENODEV: i32 = 19;
+/// The loopback device's index in every namespace (`LOOPBACK_IFINDEX` in the kernel).
+const LOOPBACK_IFINDEX: u32 = 1;
 
 /// A failed netlink operation.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +45,13 @@ pub enum NetlinkError {
     /// A route cannot be expressed.
     #[error("invalid route {0}")]
     Route(String),
+}
+
+impl NetlinkError {
+    /// The kernel refused because the object (a link name, an address) already exists.
+    pub fn is_exists(&self) -> bool {
+        matches!(self, NetlinkError::Request { source, .. } if errno(source) == Some(EEXIST))
+    }
 }
 
 fn errno(e: &rtnetlink::Error) -> Option<i32> {
@@ -139,8 +148,11 @@ impl Netlink {
     }
 
     /// Creates a veth pair: `name` here, its peer `peer` (with `peer_mac`) directly inside the
-    /// namespace open as `peer_ns`, both with `mtu`. Creating the peer in place avoids moving a
-    /// device between namespaces, which waits for an RCU grace period (tens of milliseconds).
+    /// namespace open as `peer_ns`, both with `mtu`, in one request; `name` comes up with it,
+    /// the peer stays down (the kernel configures the peer before pairing it, and a veth cannot
+    /// open without its peer: `ENOTCONN`). Creating the peer in place avoids moving a device
+    /// between namespaces, which waits for an RCU grace period (tens of milliseconds). Fails
+    /// with [`NetlinkError::is_exists`] when either name is taken.
     pub async fn add_veth_into(
         &self,
         name: &str,
@@ -152,7 +164,9 @@ impl Netlink {
         let mut p = LinkUnspec::new_with_name(peer)
             .address(peer_mac.to_vec())
             .setns_by_fd(peer_ns.as_raw_fd());
-        let mut b = LinkMessageBuilder::<LinkVeth>::new_with_info_kind(InfoKind::Veth).name(name.to_owned());
+        let mut b = LinkMessageBuilder::<LinkVeth>::new_with_info_kind(InfoKind::Veth)
+            .name(name.to_owned())
+            .up();
         if let Some(m) = mtu {
             p = p.mtu(m);
             b = b.mtu(m);
@@ -166,40 +180,26 @@ impl Netlink {
             .map_err(Self::req("add veth", name))
     }
 
-    /// Sets name, MAC, MTU of `name` and brings it up (each only when given).
-    pub async fn configure_link(
-        &self,
-        name: &str,
-        new_name: Option<&str>,
-        mac: Option<[u8; 6]>,
-        mtu: Option<u32>,
-    ) -> Result<u32, NetlinkError> {
-        let index = self.index(name).await?;
-        if new_name.is_some() || mac.is_some() || mtu.is_some() {
-            let mut b = LinkUnspec::new_with_index(index);
-            if let Some(n) = new_name {
-                b = b.name(n.to_owned());
-            }
-            if let Some(m) = mac {
-                b = b.address(m.to_vec());
-            }
-            if let Some(m) = mtu {
-                b = b.mtu(m);
-            }
-            self.handle
-                .link()
-                .set(b.build())
-                .execute()
-                .await
-                .map_err(Self::req("configure link", name))?;
-        }
+    /// Brings link `index` (called `name` in errors) up.
+    pub async fn set_up(&self, index: u32, name: &str) -> Result<(), NetlinkError> {
         self.handle
             .link()
             .set(LinkUnspec::new_with_index(index).up().build())
             .execute()
             .await
-            .map_err(Self::req("set link up", name))?;
-        Ok(index)
+            .map_err(Self::req("set link up", name))
+    }
+
+    /// Brings the loopback device up. It is index 1 in every namespace (the kernel's
+    /// `LOOPBACK_IFINDEX`), which saves looking it up; found by name should that ever fail.
+    pub async fn loopback_up(&self) -> Result<(), NetlinkError> {
+        match self.set_up(LOOPBACK_IFINDEX, "lo").await {
+            Ok(()) => Ok(()),
+            Err(NetlinkError::Request { source, .. }) if errno(&source) == Some(ENODEV) => {
+                self.set_up(self.index("lo").await?, "lo").await
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Adds `addr` to link `index` (an existing identical address is fine).

@@ -73,6 +73,27 @@ async fn add_wires_the_pod_and_del_removes_it() {
             !run_ok(&["ip", "netns", "exec", &d.netns, "ip", "link"])
                 .contains(&kuryr_daemon::binding::spec::host_dev_name(&port.id))
         );
+        // Leftovers of an earlier, interrupted attempt on both sides: ADD replaces them.
+        let tap = kuryr_daemon::binding::spec::host_dev_name(&port.id);
+        // (veth pairs: this kernel may lack the dummy driver; deleting one end removes both.)
+        let add_leftover = |ns: &str, name: &str| {
+            netns_exec(
+                ns,
+                &[
+                    "ip",
+                    "link",
+                    "add",
+                    name,
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    "leftover-peer",
+                ],
+            )
+        };
+        add_leftover(&d.netns, &tap);
+        add_leftover(&podns.name, "eth0");
         put_kuryrport(&cluster.client, &pod, &d.node, &uid, &vif).await;
         let active = os.wait_active(&port.id, Duration::from_secs(30)).await;
         println!("port ACTIVE {} ms after ADD started", t0.elapsed().as_millis());
@@ -109,8 +130,12 @@ async fn add_wires_the_pod_and_del_removes_it() {
         let features = netns_exec(&podns.name, &["ethtool", "-k", "eth0"]);
         assert!(features.contains("tx-checksumming: off"), "{features}");
 
+        assert!(
+            d.log_text().contains("removing leftover links"),
+            "{}",
+            d.log_text()
+        );
         // The host end on br-int with the external IDs OVN needs.
-        let tap = kuryr_daemon::binding::spec::host_dev_name(&port.id);
         let ports =
             String::from_utf8_lossy(&ovs_vsctl(&d.ovs_rundir, &["list-ports", "br-int"]).stdout).into_owned();
         assert!(ports.lines().any(|l| l == tap), "{tap} not in {ports}");

@@ -146,25 +146,33 @@ async fn wire_links(spec: &WireSpec, netns_path: &Path, netdev: bool) -> Result<
     let host = Netlink::connect().map_err(nl_err)?;
     netns::enter(&pod_ns, netns_path)?;
     let pod = Netlink::connect().map_err(nl_err)?;
-    // Leftovers of an earlier attempt for this port or this container.
-    host.delete_link(&spec.host_dev).await.map_err(nl_err)?;
-    pod.delete_link(&spec.ifname).await.map_err(nl_err)?;
-    host.add_veth_into(&spec.host_dev, &spec.ifname, spec.mac, spec.mtu, &pod_ns)
-        .await
-        .map_err(nl_err)?;
-    host.configure_link(&spec.host_dev, None, None, None)
-        .await
-        .map_err(nl_err)?;
+    // The pair in one request, host end up. A name already taken is a leftover of an
+    // earlier attempt for this port or this container: removed, then created again. (Trying
+    // first saves two lookups on every ADD; under a burst each netlink round trip queues on
+    // the kernel's RTNL lock.)
+    let add = || host.add_veth_into(&spec.host_dev, &spec.ifname, spec.mac, spec.mtu, &pod_ns);
+    match add().await {
+        Err(e) if e.is_exists() => {
+            tracing::info!(host_dev = %spec.host_dev, ifname = %spec.ifname, "removing leftover links");
+            host.delete_link(&spec.host_dev).await.map_err(nl_err)?;
+            pod.delete_link(&spec.ifname).await.map_err(nl_err)?;
+            add().await.map_err(nl_err)?;
+        }
+        other => other.map_err(nl_err)?,
+    }
     if spec.addresses.iter().any(|a| a.addr().is_ipv6()) {
         // Container runtimes may start namespaces with IPv6 disabled; /proc/sys/net is the
         // namespace of the opening thread, i.e. the pod's here. Best effort, as upstream.
         let _ = std::fs::write("/proc/sys/net/ipv6/conf/all/disable_ipv6", "0");
     }
     let index = pod
-        .configure_link(&spec.ifname, None, None, None)
+        .link(&spec.ifname)
         .await
-        .map_err(nl_err)?;
-    pod.configure_link("lo", None, None, None).await.map_err(nl_err)?;
+        .map_err(nl_err)?
+        .ok_or_else(|| nl_err(NetlinkError::NoLink(spec.ifname.clone())))?
+        .index;
+    pod.set_up(index, &spec.ifname).await.map_err(nl_err)?;
+    pod.loopback_up().await.map_err(nl_err)?;
     for a in &spec.addresses {
         pod.add_address(index, *a).await.map_err(nl_err)?;
     }
