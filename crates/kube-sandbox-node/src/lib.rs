@@ -25,3 +25,17 @@ pub(crate) fn k8s_time(ts: jiff::Timestamp) -> String {
 pub(crate) fn k8s_now() -> String {
     k8s_time(jiff::Timestamp::now())
 }
+
+/// Now, RFC 3339 UTC with microseconds (fixed width, so string order is time order): the
+/// node's own records, which benchmarks read at sub-second precision.
+pub(crate) fn precise_now() -> String {
+    format!("{:.6}", jiff::Timestamp::now())
+}
+
+/// A time from the node's records (any RFC 3339) as [`k8s_time`]; unparsable text as it is.
+pub(crate) fn to_k8s_time(rfc3339: &str) -> String {
+    rfc3339
+        .parse::<jiff::Timestamp>()
+        .map(k8s_time)
+        .unwrap_or_else(|_| rfc3339.to_owned())
+}

@@ -69,7 +69,8 @@ pub struct SandboxRecord {
     pub container_id: String,
     /// RFC 3339 time the sandbox was created.
     pub created: String,
-    /// RFC 3339 time the container started (ADD done and responders up).
+    /// RFC 3339 time the container started (ADD done and responders up), UTC with
+    /// microseconds (pod status shows it in whole seconds, as Kubernetes does).
     #[serde(default)]
     pub started: Option<String>,
 }

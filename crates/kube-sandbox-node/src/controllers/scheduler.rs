@@ -213,33 +213,41 @@ pub async fn run(client: Client) -> Result<(), Error> {
                 .iter()
                 .any(|p| p.uid().as_deref() == Some(uid.as_str()) && wants_scheduling(p))
         });
-        let mut retry = false;
+        // The scheduling cycle decides one pod at a time (each decision counts the ones
+        // before it); the binding cycle runs concurrently, as the real scheduler's does
+        // (its bindings run in goroutines and its Events go out asynchronously): a burst is
+        // bound in about one API round trip instead of one per pod.
+        let mut bindings = Vec::new();
         for pod in all_pods.iter().filter(|p| wants_scheduling(p)) {
             let uid = pod.uid().unwrap_or_default();
             if bound.contains_key(&uid) {
                 continue;
             }
             match choose_node(pod, &all_nodes, &counts) {
-                Ok(node) => match bind(&client, pod, &node).await {
-                    Ok(()) => {
-                        info!(pod = %pod.name_any(), namespace = ?pod.namespace(), node = %node, "pod scheduled");
-                        *counts.entry(node.clone()).or_default() += 1;
-                        let msg = format!(
-                            "Successfully assigned {}/{} to {}",
-                            pod.namespace().unwrap_or_default(),
-                            pod.name_any(),
-                            node
-                        );
-                        bound.insert(uid, node);
-                        recorder
-                            .record(reference(pod.as_ref()), EventType::Normal, "Scheduled", &msg)
-                            .await;
-                    }
-                    Err(e) => {
-                        warn!(pod = %pod.name_any(), error = %e, "binding failed");
-                        retry = true;
-                    }
-                },
+                Ok(node) => {
+                    *counts.entry(node.clone()).or_default() += 1;
+                    bound.insert(uid.clone(), node.clone());
+                    let (client, recorder) = (&client, &recorder);
+                    bindings.push(async move {
+                        let res = bind(client, pod, &node).await;
+                        match &res {
+                            Ok(()) => {
+                                info!(pod = %pod.name_any(), namespace = ?pod.namespace(), node = %node, "pod scheduled");
+                                let msg = format!(
+                                    "Successfully assigned {}/{} to {}",
+                                    pod.namespace().unwrap_or_default(),
+                                    pod.name_any(),
+                                    node
+                                );
+                                recorder
+                                    .record(reference(pod.as_ref()), EventType::Normal, "Scheduled", &msg)
+                                    .await;
+                            }
+                            Err(e) => warn!(pod = %pod.name_any(), error = %e, "binding failed"),
+                        }
+                        (uid, res.is_ok())
+                    });
+                }
                 Err(rej) => {
                     let msg = rej.message();
                     if unschedulable_message(pod).as_deref() != Some(msg.as_str()) {
@@ -255,6 +263,14 @@ pub async fn run(client: Client) -> Result<(), Error> {
                             .await;
                     }
                 }
+            }
+        }
+        let mut retry = false;
+        for (uid, ok) in futures::future::join_all(bindings).await {
+            if !ok {
+                // Not bound after all: its node's count is recomputed on the next pass.
+                bound.remove(&uid);
+                retry = true;
             }
         }
         if retry {

@@ -207,7 +207,7 @@ pub(crate) async fn setup(ctx: &Arc<Ctx>, pod: &Pod) -> Result<Running, SetupErr
             .map_err(|source| other(Error::SaveState { source }))?;
         rec.pod_ips = res.pod_ips(&rec.ifname).iter().map(IpAddr::to_string).collect();
         let responders = start_responders(pod, &rec).await.map_err(other)?;
-        rec.started = Some(crate::k8s_now());
+        rec.started = Some(crate::precise_now());
         ctx.update_state(|s| {
             s.sandboxes.insert(sandbox_id.clone(), rec.clone());
         })

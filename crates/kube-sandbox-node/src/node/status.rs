@@ -105,8 +105,8 @@ fn container_id(base: &str, idx: usize) -> String {
 /// Status of a running pod with IPs `ips` (node IP for host-network pods).
 pub fn running(pod: &Pod, host_ip: IpAddr, ips: &[String], rec: Option<&SandboxRecord>, now: &str) -> Value {
     let started = rec
-        .and_then(|r| r.started.clone())
-        .unwrap_or_else(|| now.to_string());
+        .and_then(|r| r.started.as_deref())
+        .map_or_else(|| now.to_string(), crate::to_k8s_time);
     let base = rec
         .map(|r| r.container_id.clone())
         .unwrap_or_else(|| "0".repeat(64));
@@ -270,6 +270,36 @@ mod tests {
         let mut p2 = p.clone();
         p2.status = Some(serde_json::from_value(s.clone()).unwrap());
         assert!(up_to_date(&p2, &s));
+    }
+
+    #[test]
+    fn started_at_is_whole_seconds_while_the_record_keeps_microseconds() {
+        let rec = SandboxRecord {
+            pod_uid: "u".into(),
+            namespace: "ns".into(),
+            name: "p".into(),
+            sandbox_id: "abc".into(),
+            netns: "cni-1".into(),
+            ifname: "eth0".into(),
+            network: Some("net".into()),
+            pod_ips: vec!["10.244.0.5".into()],
+            container_id: "0".repeat(64),
+            created: "2026-01-01T00:00:59Z".into(),
+            started: Some("2026-01-01T00:01:02.345678Z".into()),
+        };
+        let s = running(
+            &pod(),
+            "10.0.0.1".parse().unwrap(),
+            &["10.244.0.5".into()],
+            Some(&rec),
+            "2026-01-01T00:01:09Z",
+        );
+        assert_eq!(
+            s["containerStatuses"][0]["state"]["running"]["startedAt"],
+            "2026-01-01T00:01:02Z"
+        );
+        let now = crate::precise_now();
+        assert_eq!(now.len(), "2026-01-01T00:01:02.345678Z".len(), "{now}");
     }
 
     #[test]
