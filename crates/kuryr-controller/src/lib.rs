@@ -9,6 +9,7 @@
 
 pub mod cli;
 pub mod drivers;
+pub mod finalizer;
 pub mod handlers;
 pub mod health;
 pub mod kubeclient;

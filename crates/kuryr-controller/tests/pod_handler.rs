@@ -1,6 +1,6 @@
 //! The pod handler against the in-process emulated API server: KuryrPorts for scheduled pods,
 //! none for host-network pods, deletion under finalizers (the KuryrPort handler is simulated
-//! by removing the KuryrPort finalizer), create-then-delete races, restart convergence, Events
+//! by removing the KuryrPort finalizer), other controllers' finalizers kept, create-then-delete races, restart convergence, Events
 //! on failures, and the health and metrics endpoints.
 
 mod common;
@@ -129,6 +129,64 @@ async fn deleted_pod_waits_for_its_port_to_be_released() {
         let pod = pods.get_opt("web").await.ok()?;
         let kp = ports.get_opt("web").await.ok()?;
         (pod.is_none() && kp.is_none()).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_finalizers_are_kept_and_busy_pods_get_ours() {
+    let env = sandbox().await;
+    install_crds_and_ns(&env.client).await;
+    let ctx = context(&env.client);
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+    let ports: Api<KuryrPort> = Api::namespaced(env.client.clone(), NS);
+    const OTHER: &str = "example.com/other";
+    let mut pod = mk_pod("busy", false);
+    pod.metadata.finalizers = Some(vec![OTHER.to_owned()]);
+    pods.create(&PostParams::default(), &pod).await.expect("create");
+    // Another writer keeps updating the pod (as the kubelet does with its status) while the
+    // handler adds its finalizer: unrelated updates must not make that write fail.
+    let writer = {
+        let pods = pods.clone();
+        tokio::spawn(async move {
+            for i in 0..200 {
+                let p = json!({"metadata": {"labels": {"tick": i.to_string()}}});
+                let _ = pods
+                    .patch("busy", &PatchParams::default(), &Patch::Merge(&p))
+                    .await;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    let _handler = start_handler(&ctx);
+    wait_for("KuryrPort busy", Duration::from_secs(10), async || {
+        ports.get_opt("busy").await.ok().flatten()
+    })
+    .await;
+    writer.abort();
+    let pod = pods.get("busy").await.expect("pod");
+    assert_eq!(pod.finalizers(), [OTHER.to_owned(), POD_FINALIZER.to_owned()]);
+
+    // Deletion: ours goes once the port is released, the other one stays (and holds the pod).
+    delete_now(&pods, "busy").await;
+    wait_for("KuryrPort being deleted", Duration::from_secs(10), async || {
+        let kp = ports.get_opt("busy").await.ok().flatten()?;
+        kp.metadata.deletion_timestamp.is_some().then_some(())
+    })
+    .await;
+    release_port(&ports, "busy").await;
+    let pod = wait_for("pod finalizer removed", Duration::from_secs(10), async || {
+        let p = pods.get_opt("busy").await.ok().flatten()?;
+        (p.finalizers() == [OTHER.to_owned()]).then_some(p)
+    })
+    .await;
+    assert!(pod.metadata.deletion_timestamp.is_some());
+    let p = json!({"metadata": {"finalizers": null}});
+    pods.patch("busy", &PatchParams::default(), &Patch::Merge(&p))
+        .await
+        .expect("drop the other finalizer");
+    wait_for("pod gone", Duration::from_secs(10), async || {
+        pods.get_opt("busy").await.ok()?.is_none().then_some(())
     })
     .await;
 }

@@ -43,7 +43,9 @@ use kuryr_types::{
 use serde_json::json;
 use tracing::{debug, error, info, warn};
 
-use crate::{Context, OpenStack, drivers::DriverError, handlers::pod::plan::is_completed, pool::PortRequest};
+use crate::{
+    Context, OpenStack, drivers::DriverError, finalizer, handlers::pod::plan::is_completed, pool::PortRequest,
+};
 use activation::{Activation, Owner, pod_ref};
 
 /// Name of this handler in `[kubernetes] enabled_handlers` and in metrics.
@@ -399,18 +401,8 @@ async fn finalize(kp: &KuryrPort, kctx: &KpContext, ns: &str, name: &str) -> Res
             source,
         })?;
     lock(&kctx.first_seen).remove(&key);
-    let finalizers: Vec<String> = kp
-        .finalizers()
-        .iter()
-        .filter(|f| *f != KURYRPORT_FINALIZER)
-        .cloned()
-        .collect();
-    let patch = json!({"metadata": {"finalizers": finalizers, "resourceVersion": kp.resource_version()}});
     let api: Api<KuryrPort> = Api::namespaced(ctx.client.clone(), ns);
-    match api
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
+    match finalizer::remove(&api, kp, KURYRPORT_FINALIZER).await {
         Ok(_) => {}
         Err(e) if api_code(&e) == Some(404) => {}
         Err(source) => {

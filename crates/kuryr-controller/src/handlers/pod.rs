@@ -10,7 +10,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api, Resource, ResourceExt,
-    api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions},
+    api::{DeleteParams, PostParams, Preconditions},
     runtime::{
         Controller, WatchStreamExt,
         controller::Action,
@@ -20,10 +20,9 @@ use kube::{
     },
 };
 use kuryr_types::{KuryrPort, constants::POD_FINALIZER};
-use serde_json::json;
 use tracing::{debug, info, warn};
 
-use crate::Context;
+use crate::{Context, finalizer};
 use kube::runtime::reflector::reflector;
 use plan::Step;
 
@@ -134,7 +133,7 @@ impl Error {
     /// When to retry: soon after a write conflict (stale cache), later for other failures.
     pub fn requeue_after(&self) -> Duration {
         match self.kube_source() {
-            Some(kube::Error::Api(s)) if s.code == 409 => Duration::from_millis(200),
+            Some(e) if finalizer::is_conflict(e) => Duration::from_millis(200),
             Some(_) => Duration::from_secs(2),
             None => Duration::from_secs(300),
         }
@@ -263,9 +262,7 @@ async fn apply(pod: &Pod, ctx: &Context, cache: &Store<KuryrPort>) -> Result<Act
     for step in plan.steps {
         match step {
             Step::AddPodFinalizer => {
-                let mut finalizers = pod.finalizers().to_vec();
-                finalizers.push(POD_FINALIZER.to_owned());
-                patch_finalizers(&pods, pod, finalizers)
+                finalizer::add(&pods, pod, POD_FINALIZER)
                     .await
                     .map_err(|source| Error::AddFinalizer {
                         ns: ns.clone(),
@@ -339,13 +336,7 @@ async fn delete_port(ports: &Api<KuryrPort>, port: Option<&KuryrPort>) -> Result
 }
 
 async fn remove_pod_finalizer(pods: &Api<Pod>, pod: &Pod, ns: &str, name: &str) -> Result<(), Error> {
-    let finalizers: Vec<String> = pod
-        .finalizers()
-        .iter()
-        .filter(|f| *f != POD_FINALIZER)
-        .cloned()
-        .collect();
-    match patch_finalizers(pods, pod, finalizers).await {
+    match finalizer::remove(pods, pod, POD_FINALIZER).await {
         Ok(()) => {
             info!(%ns, pod = %name, "pod finalizer removed");
             Ok(())
@@ -357,18 +348,4 @@ async fn remove_pod_finalizer(pods: &Api<Pod>, pod: &Pod, ns: &str, name: &str) 
             source,
         }),
     }
-}
-
-/// Sets the pod's finalizers with a merge patch carrying the `resourceVersion` it was computed
-/// from, as upstream does: a concurrent change makes it fail with 409 instead of losing an entry.
-async fn patch_finalizers(pods: &Api<Pod>, pod: &Pod, finalizers: Vec<String>) -> Result<(), kube::Error> {
-    let patch = json!({
-        "metadata": {
-            "finalizers": finalizers,
-            "resourceVersion": pod.resource_version(),
-        }
-    });
-    pods.patch(&pod.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map(|_| ())
 }

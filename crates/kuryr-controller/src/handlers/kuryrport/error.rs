@@ -129,6 +129,9 @@ impl Error {
             Error::MissingNamespace(_) => Duration::from_secs(300),
             Error::Drivers { source, .. } if !source.is_transient() => Duration::from_secs(60),
             Error::RequestPort { source, .. } | Error::ReleasePort { source, .. } => source.retry_after(),
+            Error::RemoveFinalizer { source, .. } if crate::finalizer::is_conflict(source) => {
+                Duration::from_millis(200)
+            }
             Error::GetPod { source, .. }
             | Error::PatchStatus { source, .. }
             | Error::RemoveFinalizer { source, .. }
