@@ -161,12 +161,26 @@ impl Netlink {
         mtu: Option<u32>,
         peer_ns: &impl AsRawFd,
     ) -> Result<(), NetlinkError> {
-        let mut p = LinkUnspec::new_with_name(peer)
-            .address(peer_mac.to_vec())
-            .setns_by_fd(peer_ns.as_raw_fd());
-        let mut b = LinkMessageBuilder::<LinkVeth>::new_with_info_kind(InfoKind::Veth)
-            .name(name.to_owned())
-            .up();
+        // One TX and one RX queue per end, asked for explicitly: otherwise the kernel
+        // allocates one per CPU and then trims the active ones to one, and that trim waits for
+        // an expedited RCU grace period while holding RTNL (`veth_init_queues` →
+        // `netif_set_real_num_tx_queues` → `synchronize_net`), once per end — measured as the
+        // main cause of the wiring tail under a pod burst, blocking every other link operation
+        // on the machine meanwhile. One active queue is what the kernel leaves anyway.
+        fn queues<T>(b: LinkMessageBuilder<T>) -> LinkMessageBuilder<T> {
+            b.append_extra_attribute(LinkAttribute::NumTxQueues(1))
+                .append_extra_attribute(LinkAttribute::NumRxQueues(1))
+        }
+        let mut p = queues(
+            LinkUnspec::new_with_name(peer)
+                .address(peer_mac.to_vec())
+                .setns_by_fd(peer_ns.as_raw_fd()),
+        );
+        let mut b = queues(
+            LinkMessageBuilder::<LinkVeth>::new_with_info_kind(InfoKind::Veth)
+                .name(name.to_owned())
+                .up(),
+        );
         if let Some(m) = mtu {
             p = p.mtu(m);
             b = b.mtu(m);

@@ -129,6 +129,9 @@ async fn add_wires_the_pod_and_del_removes_it() {
         );
         let features = netns_exec(&podns.name, &["ethtool", "-k", "eth0"]);
         assert!(features.contains("tx-checksumming: off"), "{features}");
+        // One queue each way, allocated so (no trim under RTNL at creation).
+        let details = netns_exec(&podns.name, &["ip", "-d", "link", "show", "eth0"]);
+        assert!(details.contains("numtxqueues 1 numrxqueues 1"), "{details}");
 
         assert!(
             d.log_text().contains("removing leftover links"),

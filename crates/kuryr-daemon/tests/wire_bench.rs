@@ -1,11 +1,12 @@
 //! Measures the daemon-side wiring time of N CNI ADDs on the real sandbox (node-1: real
-//! namespaces, veths and the node's Open vSwitch), one ADD at a time over the daemon socket.
+//! namespaces, veths and the node's Open vSwitch), ADDs over the daemon socket (one at a time by default).
 //! The KuryrPorts carry VIFs already active (so ADD does not wait for activation) on the real
 //! pod network and subnet, with generated port IDs and MACs: wiring never talks to Neutron, and
 //! creating N real ports on the shared one-worker Neutron of the sandbox can take minutes, which
 //! would measure Neutron rather than the daemon. Real ports are covered by `tests/sandbox.rs`. Prints p50/p99 of the daemon-side wiring
 //! (`wire_ms` of the daemon's log, the same span `kuryr_cni_wire_duration_seconds` observes)
-//! and of the whole ADD request as the plugin sees it. N: `KURYR_DAEMON_BENCH_N` (default 20).
+//! and of the whole ADD request as the plugin sees it. N: `KURYR_DAEMON_BENCH_N` (default 20); ADDs in
+//! flight at once: `KURYR_DAEMON_BENCH_CONCURRENCY` (default 1).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -27,6 +28,11 @@ async fn wiring_time_of_n_adds() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20);
+    let concurrency: usize = std::env::var("KURYR_DAEMON_BENCH_CONCURRENCY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|c| *c > 0)
+        .unwrap_or(1);
     let topo = topology();
     {
         let cluster = cluster(&topo).await;
@@ -45,19 +51,27 @@ async fn wiring_time_of_n_adds() {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let shim = d.shim();
         let mut add_ms = Vec::new();
-        for (name, uid, ns, ctr) in &pods {
-            let body = json!({"CNI_COMMAND": "ADD", "CNI_CONTAINERID": ctr, "CNI_NETNS": ns.path, "CNI_IFNAME": "eth0",
-                "CNI_ARGS": format!("K8S_POD_NAMESPACE={NS};K8S_POD_NAME={name};K8S_POD_UID={uid}"),
-                "CNI_PATH": "", "config_kuryr": {"cniVersion": "1.0.0"}})
-            .to_string();
-            let s = shim.clone();
-            let t = Instant::now();
-            let (st, resp) =
-                tokio::task::spawn_blocking(move || s.raw("POST", "/addNetwork", body.as_bytes()))
-                    .await
-                    .unwrap();
-            add_ms.push(t.elapsed().as_secs_f64() * 1000.0);
-            assert_eq!(st, 202, "{resp}");
+        for chunk in pods.chunks(concurrency) {
+            let calls = chunk.iter().map(|(name, uid, ns, ctr)| {
+                let body = json!({"CNI_COMMAND": "ADD", "CNI_CONTAINERID": ctr, "CNI_NETNS": ns.path, "CNI_IFNAME": "eth0",
+                    "CNI_ARGS": format!("K8S_POD_NAMESPACE={NS};K8S_POD_NAME={name};K8S_POD_UID={uid}"),
+                    "CNI_PATH": "", "config_kuryr": {"cniVersion": "1.0.0"}})
+                .to_string();
+                let s = shim.clone();
+                tokio::task::spawn_blocking(move || {
+                    let t = Instant::now();
+                    let out = s.raw("POST", "/addNetwork", body.as_bytes());
+                    (t.elapsed().as_secs_f64() * 1000.0, out)
+                })
+            });
+            for (ms, (st, resp)) in futures::future::join_all(calls)
+                .await
+                .into_iter()
+                .map(Result::unwrap)
+            {
+                add_ms.push(ms);
+                assert_eq!(st, 202, "{resp}");
+            }
         }
         let log = d.log_text();
         let mut wire_ms: Vec<f64> = log
@@ -72,7 +86,7 @@ async fn wiring_time_of_n_adds() {
             "{m}"
         );
         println!(
-            "kuryr-daemon wiring over {n} ADDs: wire_p50_ms={:.2} wire_p99_ms={:.2} add_p50_ms={:.2} add_p99_ms={:.2}",
+            "kuryr-daemon wiring over {n} ADDs, {concurrency} at a time: wire_p50_ms={:.2} wire_p99_ms={:.2} add_p50_ms={:.2} add_p99_ms={:.2}",
             pct(&mut wire_ms, 0.5),
             pct(&mut wire_ms, 0.99),
             pct(&mut add_ms, 0.5),

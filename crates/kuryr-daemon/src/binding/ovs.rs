@@ -141,6 +141,8 @@ impl OvsBinding {
 
 async fn wire_links(spec: &WireSpec, netns_path: &Path, netdev: bool) -> Result<(), OvsBindingError> {
     let nl_err = OvsBindingError::Netlink;
+    let t0 = std::time::Instant::now();
+    let ms = |t: std::time::Instant| t.elapsed().as_secs_f64() * 1000.0;
     let pod_ns = netns::open(netns_path)?;
     // One socket per namespace: `host` opened before the thread moves into the pod's.
     let host = Netlink::connect().map_err(nl_err)?;
@@ -160,6 +162,7 @@ async fn wire_links(spec: &WireSpec, netns_path: &Path, netdev: bool) -> Result<
         }
         other => other.map_err(nl_err)?,
     }
+    let veth_ms = ms(t0);
     if spec.addresses.iter().any(|a| a.addr().is_ipv6()) {
         // Container runtimes may start namespaces with IPv6 disabled; /proc/sys/net is the
         // namespace of the opening thread, i.e. the pod's here. Best effort, as upstream.
@@ -173,16 +176,20 @@ async fn wire_links(spec: &WireSpec, netns_path: &Path, netdev: bool) -> Result<
         .index;
     pod.set_up(index, &spec.ifname).await.map_err(nl_err)?;
     pod.loopback_up().await.map_err(nl_err)?;
+    let up_ms = ms(t0);
     for a in &spec.addresses {
         pod.add_address(index, *a).await.map_err(nl_err)?;
     }
     for r in &spec.routes {
         pod.add_route(index, r).await.map_err(nl_err)?;
     }
+    let l3_ms = ms(t0);
     if netdev {
         // The thread is in the pod's namespace: the ioctl applies there.
         ethtool::tx_checksum_off(&spec.ifname).map_err(OvsBindingError::Ethtool)?;
     }
+    tracing::debug!(host_dev = %spec.host_dev, veth_ms, up_ms, l3_ms, end_ms = ms(t0),
+        "link phases (cumulative: veth pair, links up, addresses and routes, checksum offload)");
     Ok(())
 }
 
