@@ -129,7 +129,7 @@ impl BurstResult {
         );
         s += &format!(
             "  {:<34} {} requests ({} writes) = {} per pod ({} writes per pod)\n",
-            "Neutron during the burst",
+            "Neutron until every VIF active",
             self.neutron_calls,
             self.neutron_writes,
             fmt_f((self.pods > 0).then(|| self.neutron_calls / self.pods as f64), 2),
@@ -294,6 +294,10 @@ pub async fn warm_pools(
     }
 }
 
+/// How long the measurement goes on after the last pod is up, waiting for every VIF to be
+/// marked active (Neutron's ACTIVE) so that the activation polls are counted.
+const ACTIVE_GRACE: Duration = Duration::from_secs(120);
+
 #[derive(Default)]
 struct Seen {
     vifs: BTreeMap<String, Instant>,
@@ -390,20 +394,28 @@ pub async fn run(cluster: &Cluster, client: &Client, cfg: &BurstConfig) -> Resul
         }
     }
 
-    // Wait: every pod Ready (with daemons) or with its VIF (without).
+    // Wait: every pod Ready (with daemons) or with its VIF (without); then, within
+    // ACTIVE_GRACE, until the controller has marked every VIF active: the Neutron requests it
+    // makes to observe activation belong to the burst, even when Ready came sooner.
     let deadline = Instant::now() + cfg.timeout;
+    let mut grace_end: Option<Instant> = None;
     loop {
-        let done = {
+        let (done, all_active) = {
             let g = seen.lock().unwrap_or_else(|e| e.into_inner());
-            names.iter().all(|n| {
+            let done = names.iter().all(|n| {
                 if cluster.has_daemon {
                     g.ready.contains_key(n)
                 } else {
                     g.vifs.contains_key(n)
                 }
-            })
+            });
+            (done, names.iter().all(|n| g.active.contains_key(n)))
         };
-        if done || Instant::now() >= deadline {
+        let now = Instant::now();
+        if done && (all_active || now >= *grace_end.get_or_insert(now + ACTIVE_GRACE)) {
+            break;
+        }
+        if now >= deadline {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
