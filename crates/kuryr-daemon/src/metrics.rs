@@ -17,13 +17,15 @@ use prometheus_client::{
     registry::Registry,
 };
 
-/// Buckets of the request histogram, seconds.
-pub const REQUEST_BUCKETS: [f64; 14] = [
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+/// Buckets of the request histogram, seconds (dense below a second, where a warm-pool ADD
+/// lands, so its p99 is not smeared across a 0.1-0.25 s bucket).
+pub const REQUEST_BUCKETS: [f64; 19] = [
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    120.0,
 ];
-/// Buckets of the wiring histogram, seconds.
-pub const WIRE_BUCKETS: [f64; 13] = [
-    0.001, 0.002, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.1, 0.25, 0.5, 1.0,
+/// Buckets of the wiring histogram, seconds (dense around the 20 ms target).
+pub const WIRE_BUCKETS: [f64; 17] = [
+    0.001, 0.002, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1.0,
 ];
 
 /// Labels of [`Metrics::requests`].
