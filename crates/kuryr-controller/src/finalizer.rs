@@ -54,15 +54,13 @@ pub fn add_patch(current: &[String], name: &str) -> Option<JsonPatch> {
 /// The patch that removes `name` from `current`, tested at its index; `None` when absent.
 pub fn remove_patch(current: &[String], name: &str) -> Option<JsonPatch> {
     let i = current.iter().position(|f| f == name)?;
-    let at = format!("/metadata/finalizers/{i}").parse().ok()?;
+    let at: json_patch::jsonptr::PointerBuf = format!("/metadata/finalizers/{i}").parse().ok()?;
     Some(JsonPatch(vec![
         PatchOperation::Test(TestOperation {
-            path: at,
+            path: at.clone(),
             value: Value::from(name),
         }),
-        PatchOperation::Remove(RemoveOperation {
-            path: format!("/metadata/finalizers/{i}").parse().ok()?,
-        }),
+        PatchOperation::Remove(RemoveOperation { path: at }),
     ]))
 }
 
