@@ -7,7 +7,12 @@
 //! * `kuryr-e2e pod-burst --state-dir D --pods N [--warm-pool]`: one burst, a readable summary
 //!   and the machine-readable line.
 
-use std::{collections::BTreeMap, path::PathBuf, process::ExitCode, time::Duration};
+use std::{
+    collections::BTreeMap,
+    path::PathBuf,
+    process::ExitCode,
+    time::{Duration, Instant},
+};
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
@@ -59,6 +64,9 @@ enum Cmd {
     },
 }
 
+/// How long the report waits after Ready for Neutron to report the pods' ports ACTIVE.
+const ACTIVE_WAIT: Duration = Duration::from_secs(90);
+
 async fn cmd_report(cluster: &Cluster, namespaces: &[String], timeout: u64) -> anyhow::Result<bool> {
     let client = cluster.client().await?;
     let step = |s: &str| eprintln!("[{}] demo: {s}", jiff::Zoned::now().strftime("%H:%M:%S"));
@@ -73,7 +81,28 @@ async fn cmd_report(cluster: &Cluster, namespaces: &[String], timeout: u64) -> a
         bail!("step \"pods\": no pods in namespaces {}", namespaces.join(","));
     }
     let ready = pods::wait_ready(&client, &keys, Duration::from_secs(timeout)).await;
-    let views = pods::collect(cluster, &client, namespaces).await?;
+    let mut views = pods::collect(cluster, &client, namespaces).await?;
+    if ready.is_ok() && !views.iter().all(|v| v.vif_active) {
+        // Ready comes on OVN's local signal (the port's flows are installed on the node);
+        // Neutron's own ACTIVE, which the controller copies into the KuryrPort, follows.
+        step("pods Ready; waiting for Neutron to report their ports ACTIVE too");
+        let started = Instant::now();
+        while started.elapsed() < ACTIVE_WAIT && !views.iter().all(|v| v.vif_active) {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            views = pods::collect(cluster, &client, namespaces).await?;
+        }
+        if views.iter().all(|v| v.vif_active) {
+            step(&format!(
+                "Neutron reported every port ACTIVE {} s after the pods were Ready",
+                started.elapsed().as_secs()
+            ));
+        } else {
+            step(&format!(
+                "WARNING: not every port is ACTIVE in Neutron after {} s (see PORT STATUS)",
+                ACTIVE_WAIT.as_secs()
+            ));
+        }
+    }
     step("asking Neutron about each pod's port");
     let ids: Vec<String> = views
         .iter()
