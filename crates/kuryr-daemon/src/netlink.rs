@@ -164,9 +164,9 @@ impl Netlink {
         // One TX and one RX queue per end, asked for explicitly: otherwise the kernel
         // allocates one per CPU and then trims the active ones to one, and that trim waits for
         // an expedited RCU grace period while holding RTNL (`veth_init_queues` →
-        // `netif_set_real_num_tx_queues` → `synchronize_net`), once per end — measured as the
-        // main cause of the wiring tail under a pod burst, blocking every other link operation
-        // on the machine meanwhile. One active queue is what the kernel leaves anyway.
+        // `netif_set_real_num_tx_queues` → `synchronize_net`), once per end — seen in kernel
+        // lock traces of a pod burst stalling the wiring and every other link operation on
+        // the machine meanwhile. One active queue is what the kernel leaves anyway.
         fn queues<T>(b: LinkMessageBuilder<T>) -> LinkMessageBuilder<T> {
             b.append_extra_attribute(LinkAttribute::NumTxQueues(1))
                 .append_extra_attribute(LinkAttribute::NumRxQueues(1))
