@@ -12,10 +12,7 @@ mod common;
 use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
 use common::{openstack::*, *};
-use k8s_openapi::api::{
-    core::v1::{Namespace, Node, Pod},
-    events::v1::Event,
-};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::{
     Api, Client, ResourceExt,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
@@ -132,17 +129,6 @@ async fn delete_namespace_and_wait(client: &Client, name: &str) {
         },
     )
     .await;
-}
-
-async fn warning_events(client: &Client, ns: &str, reason: &str) -> Vec<Event> {
-    Api::<Event>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .expect("events")
-        .items
-        .into_iter()
-        .filter(|e| e.reason.as_deref() == Some(reason) && e.type_.as_deref() == Some("Warning"))
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

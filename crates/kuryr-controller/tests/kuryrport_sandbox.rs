@@ -2,7 +2,7 @@
 //! ML2/OVN, `sandbox/up --nodes 2`) and the in-process emulated API server: pods get pooled
 //! Neutron ports of the right network, project, security groups and binding host; released
 //! ports cool down and are reused; a controller killed with SIGKILL mid-burst recovers and
-//! leaves no tagged port unaccounted for. Each test tags its ports with its own cluster tag and
+//! leaves no tagged port unaccounted for; an exhausted port quota is an Event and a retry. Each test tags its ports with its own cluster tag and
 //! deletes them all at the end, also on failure. Fails (never skips) when the sandbox is down.
 //! Figures are printed: run with `--nocapture`.
 
@@ -678,6 +678,77 @@ async fn noop_driver_creates_and_deletes_one_port_per_pod() {
     let cleanup = async {
         let n = cleanup_ports(&neutron, &tag).await;
         println!("cleanup: {n} ports tagged {tag} deleted");
+    };
+    guarded(body, cleanup).await;
+}
+
+/// Neutron's real quota error: with the project's port quota used up, the pod gets a Warning
+/// Event naming the over-quota failure, the handler keeps running and the population is retried
+/// with back-off; once the quota is raised the pod gets its port with nobody touching it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn over_quota_is_an_event_on_the_pod_and_retried_until_it_fits() {
+    let _serial = SERIAL.lock().await;
+    let topo = Topology::load();
+    let tag = unique_tag("quota");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = write_conf(dir.path(), &topo, &tag, POOL_CONF);
+    let config = load_config(&files);
+    let (neutron, _) = neutron(&config).await;
+    let project = topo.get("KURYR_SANDBOX_PROJECT_ID").to_string();
+    let (limit, used) = port_quota(&topo, &project);
+    let body = async {
+        // Nothing more fits.
+        set_port_quota(&topo, &project, used);
+        let env = sandbox().await;
+        install_crds_and_ns(&env.client).await;
+        let ns = "kp-quota";
+        create_namespace(&env.client, ns).await;
+        let node = topo.nodes()[0].clone();
+        let ctrl = InProcess::start(&env.client, config.clone()).await;
+        let pods = create_pods(&env.client, &[ns], std::slice::from_ref(&node), "q", 1).await;
+        let ev = wait_for(
+            "FailToPopulateVIFPool event on the pod",
+            Duration::from_secs(60),
+            async || {
+                warning_events(&env.client, ns, "FailToPopulateVIFPool")
+                    .await
+                    .into_iter()
+                    .find(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("q-0"))
+            },
+        )
+        .await;
+        let note = ev.note.clone().unwrap_or_default();
+        println!("event: {note}");
+        assert!(note.contains("over quota"), "{note}");
+        assert!(
+            vifs(&env.client, &[ns]).await.is_empty(),
+            "a port despite the quota"
+        );
+        let text = ctrl.ctx.metrics.render().expect("metrics");
+        assert!(
+            metric_sum(
+                &text,
+                "kuryr_neutron_requests_total",
+                &["operation=\"port_bulk_create\"", "outcome=\"over_quota\""]
+            ) >= 1.0,
+            "{text}"
+        );
+        assert!(ctrl.tasks.iter().all(|t| !t.is_finished()), "a handler stopped");
+        // The operator raises the quota: the next attempt (back-off 2 s, 4 s, …) fits.
+        set_port_quota(&topo, &project, limit);
+        let t = Instant::now();
+        wait_vifs(&env.client, &[ns], &pods, Duration::from_secs(120)).await;
+        println!(
+            "port assigned {} ms after the quota was raised",
+            t.elapsed().as_millis()
+        );
+        delete_pods(&env.client, pods.keys()).await;
+        drop(ctrl);
+    };
+    let cleanup = async {
+        set_port_quota(&topo, &project, limit);
+        let n = cleanup_ports(&neutron, &tag).await;
+        println!("cleanup: quota back to {limit}, {n} ports tagged {tag} deleted");
     };
     guarded(body, cleanup).await;
 }

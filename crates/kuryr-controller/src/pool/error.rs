@@ -22,7 +22,7 @@ pub enum Error {
         pool: String,
     },
     /// The pool's last population failed; no new attempt before the back-off ends.
-    #[error("populating pool {pool} failed ({cause}); next attempt in {retry_in:?}")]
+    #[error("populating pool {pool} failed ({cause}); next attempt in {:.0} s", retry_in.as_secs_f64().ceil())]
     PopulationBackoff {
         /// The pool.
         pool: String,

@@ -14,8 +14,14 @@ use std::{
 };
 
 use futures::FutureExt;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kube::{Api, Client, api::PostParams};
+use k8s_openapi::api::{
+    core::v1::{Namespace, Pod},
+    events::v1::Event,
+};
+use kube::{
+    Api, Client,
+    api::{ListParams, PostParams},
+};
 use kuryr_controller::{Context, cli, metrics::Metrics, pool::PoolSettings};
 use kuryr_openstack::{CountingObserver, Neutron, OpenStackNeutron, PortFilter};
 use serde_json::json;
@@ -367,4 +373,59 @@ pub fn unplug(topo: &Topology, node: &str, name: &str) {
         .arg(format!("--db={}", topo.ovs_db(node)))
         .args(["--if-exists", "del-port", "br-int", name])
         .output();
+}
+
+/// The Warning Events (`events.k8s.io/v1`, what the controller records) with `reason` in `ns`.
+pub async fn warning_events(client: &Client, ns: &str, reason: &str) -> Vec<Event> {
+    Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason) && e.type_.as_deref() == Some("Warning"))
+        .collect()
+}
+
+/// Runs `script` (Python, openstacksdk connected as the sandbox's admin as `conn`) with `args`
+/// and returns its standard output. The harness's outside view of the cloud: it does not use
+/// the code under test.
+fn admin_python(topo: &Topology, script: &str, args: &[&str]) -> String {
+    let prelude = "import os, sys, openstack\nconn = openstack.connect(cloud=os.environ['OS_CLOUD_ADMIN'])\n";
+    let out = std::process::Command::new("/usr/bin/python3")
+        .arg("-c")
+        .arg(format!("{prelude}{script}"))
+        .args(args)
+        .env("OS_CLIENT_CONFIG_FILE", topo.get("OS_CLIENT_CONFIG_FILE"))
+        .env("OS_CLOUD_ADMIN", topo.get("OS_CLOUD_ADMIN"))
+        .output()
+        .unwrap_or_else(|e| panic!("{HINT}: python3: {e}"));
+    assert!(
+        out.status.success(),
+        "{HINT}: openstacksdk script failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Neutron's port quota of `project`: (limit, in use).
+pub fn port_quota(topo: &Topology, project: &str) -> (i64, i64) {
+    let out = admin_python(
+        topo,
+        "q = conn.network.get_quota(sys.argv[1], details=True).ports\nprint(q['limit'], q['used'])",
+        &[project],
+    );
+    let mut it = out
+        .split_whitespace()
+        .map(|v| v.parse::<i64>().expect("quota number"));
+    (it.next().expect("limit"), it.next().expect("used"))
+}
+
+/// Sets Neutron's port quota of `project` to `limit` (-1: unlimited).
+pub fn set_port_quota(topo: &Topology, project: &str, limit: i64) {
+    admin_python(
+        topo,
+        "conn.network.update_quota(sys.argv[1], port=int(sys.argv[2]))",
+        &[project, &limit.to_string()],
+    );
 }
