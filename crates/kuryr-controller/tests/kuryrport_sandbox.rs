@@ -22,11 +22,11 @@ use kube::{
 use kuryr_openstack::{Neutron, PortFilter};
 use kuryr_types::KuryrPort;
 
-/// Small pools, 1 s cool-down. `watch_reconcile_period = 3` works around a race of the pod
-/// handler (pods keep their finalizer until the next periodic reconcile when the `.owns()`
-/// trigger outruns its KuryrPort cache; reported in notes-lead/requests.md).
+/// Small pools, 1 s cool-down. `watch_reconcile_period = 0`: no periodic re-list, so every
+/// step must follow from watch events and the handlers' own requeues (the production default of
+/// 120 s would hide a missed event behind a late re-list).
 const POOL_CONF: &str = "[vif_pool]\nports_pool_min = 1\nports_pool_batch = 5\nports_pool_cooldown = 1\n\
-                         ports_pool_update_frequency = 1\n[kubernetes]\nwatch_reconcile_period = 3\n\
+                         ports_pool_update_frequency = 1\n[kubernetes]\nwatch_reconcile_period = 0\n\
                          [neutron]\ntimeout = 120\n";
 
 /// The tests of this file share one small Neutron (a single API worker): run them one at a time.
@@ -332,7 +332,7 @@ async fn controller_killed_mid_burst_recovers_and_accounts_for_every_port() {
     let extra = format!(
         "[vif_pool]\nports_pool_min = 1\nports_pool_batch = 10\nports_pool_cooldown = 1\n\
          ports_pool_update_frequency = 1\nports_pool_janitor_interval = 3\nports_pool_janitor_min_age = 60\n\
-         [kubernetes]\nwatch_reconcile_period = 3\nenable_manager = true\n[pool_manager]\nsock_file = {}\n\
+         [kubernetes]\nwatch_reconcile_period = 0\nenable_manager = true\n[pool_manager]\nsock_file = {}\n\
          [neutron]\ntimeout = 60\n",
         sock.display()
     );
@@ -627,7 +627,7 @@ async fn noop_driver_creates_and_deletes_one_port_per_pod() {
     let tag = unique_tag("noop");
     let dir = tempfile::tempdir().expect("tempdir");
     let extra =
-        "[kubernetes]\nvif_pool_driver = noop\nwatch_reconcile_period = 3\n[neutron]\ntimeout = 120\n";
+        "[kubernetes]\nvif_pool_driver = noop\nwatch_reconcile_period = 0\n[neutron]\ntimeout = 120\n";
     let files = write_conf(dir.path(), &topo, &tag, extra);
     let config = load_config(&files);
     let (neutron, _) = neutron(&config).await;
