@@ -200,6 +200,26 @@ impl Store {
 }
 
 #[cfg(test)]
+impl SandboxRecord {
+    /// A record of pod `ns/p` (uid `u`) in sandbox `abc`, not started: the tests' fixture.
+    pub(crate) fn sample() -> Self {
+        SandboxRecord {
+            pod_uid: "u".into(),
+            namespace: "ns".into(),
+            name: "p".into(),
+            sandbox_id: "abc".into(),
+            netns: "cni-1".into(),
+            ifname: "eth0".into(),
+            network: Some("net".into()),
+            pod_ips: vec!["10.0.0.1".into()],
+            container_id: "def".into(),
+            created: "2026-01-01T00:00:00Z".into(),
+            started: None,
+        }
+    }
+}
+
+#[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
@@ -210,22 +230,7 @@ mod tests {
         let store = Store::new(dir.path().join("n1"));
         assert_eq!(store.load().unwrap(), State::default());
         let mut st = State::default();
-        st.sandboxes.insert(
-            "abc".into(),
-            SandboxRecord {
-                pod_uid: "u".into(),
-                namespace: "ns".into(),
-                name: "p".into(),
-                sandbox_id: "abc".into(),
-                netns: "cni-1".into(),
-                ifname: "eth0".into(),
-                network: Some("net".into()),
-                pod_ips: vec!["10.0.0.1".into()],
-                container_id: "def".into(),
-                created: "2026-01-01T00:00:00Z".into(),
-                started: None,
-            },
-        );
+        st.sandboxes.insert("abc".into(), SandboxRecord::sample());
         store.save(&st).unwrap();
         assert_eq!(store.load().unwrap(), st);
         let entry = CachedResult {

@@ -275,17 +275,8 @@ mod tests {
     #[test]
     fn started_at_is_whole_seconds_while_the_record_keeps_microseconds() {
         let rec = SandboxRecord {
-            pod_uid: "u".into(),
-            namespace: "ns".into(),
-            name: "p".into(),
-            sandbox_id: "abc".into(),
-            netns: "cni-1".into(),
-            ifname: "eth0".into(),
-            network: Some("net".into()),
-            pod_ips: vec!["10.244.0.5".into()],
-            container_id: "0".repeat(64),
-            created: "2026-01-01T00:00:59Z".into(),
             started: Some("2026-01-01T00:01:02.345678Z".into()),
+            ..SandboxRecord::sample()
         };
         let s = running(
             &pod(),
