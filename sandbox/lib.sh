@@ -20,6 +20,16 @@ SBX_OUT_DIR=$SBX_HOME
 SBX_CLOUDS_YAML=$SBX_OUT_DIR/clouds.yaml
 SBX_KURYR_CONF=$SBX_OUT_DIR/kuryr.conf
 SBX_TOPOLOGY_ENV=$SBX_OUT_DIR/topology.env
+# Crashes of sandbox daemons, one line each, written by sandbox/supervise (read: sandbox/crashes).
+SBX_CRASHES=$SBX_LOG/crashes.log
+
+# Open vSwitch. Debian bookworm's only version, 3.1.0, aborts in its userspace conntrack under
+# short pod-to-pod connections (docs/sandbox.md, "Open vSwitch"); the sandbox runs Open vSwitch
+# 3.5 from Debian 13 (trixie) instead: its binary packages, unpacked by debootstrap into a root of
+# their own, run through that root's own loader. `sandbox/up --ovs bookworm` runs 3.1.0 (to
+# reproduce the crash). The root survives `down --purge`, like the installed packages.
+SBX_OVS_ROOT=${KURYR_SANDBOX_OVS_ROOT:-/opt/kuryr-sandbox/ovs-debian13}
+SBX_OVS_FLAVOUR_FILE=$SBX_ETC/ovs-flavour
 
 # Local chassis (the machine itself).
 SBX_LOCAL_CHASSIS=${KURYR_SANDBOX_CHASSIS:-$(hostname -s)}
@@ -39,7 +49,7 @@ PACKAGES=(
   ovn-central ovn-host openvswitch-switch
   octavia-api octavia-driver-agent octavia-common python3-ovn-octavia-provider
   python3-openstacksdk python3-openstackclient python3-yaml
-  iproute2 iputils-ping netcat-openbsd ethtool curl procps
+  iproute2 iputils-ping netcat-openbsd ethtool curl procps debootstrap
 )
 
 # ----------------------------------------------------------------------------- output
@@ -68,6 +78,36 @@ ensure_dirs() {
   mkdir -p "$SBX_LOG" "$SBX_RUN" "$SBX_ETC" "$SBX_DATA" "$LOCAL_OVS_RUNDIR" "$OVN_RUNDIR_LOCAL" /var/run/octavia
 }
 
+# ----------------------------------------------------------------------------- Open vSwitch
+
+# ovs_flavour: debian13 (default) or bookworm, as chosen by the last `up`.
+ovs_flavour() {
+  local f=debian13
+  [[ -f $SBX_OVS_FLAVOUR_FILE ]] && f=$(<"$SBX_OVS_FLAVOUR_FILE")
+  echo "$f"
+}
+
+# ovs_prog NAME: the program NAME (ovsdb-server, ovs-vswitchd, ovsdb-tool) of the chosen flavour.
+ovs_prog() {
+  if [[ $(ovs_flavour) == debian13 ]]; then
+    echo "$SBX_OVS_ROOT/bin/$1"
+  else
+    case $1 in
+      ovs-vswitchd|ovsdb-server) echo "/usr/sbin/$1" ;;
+      *) echo "/usr/bin/$1" ;;
+    esac
+  fi
+}
+
+# ovs_schema: the Open_vSwitch database schema of the chosen flavour.
+ovs_schema() {
+  if [[ $(ovs_flavour) == debian13 ]]; then
+    echo "$SBX_OVS_ROOT/root/usr/share/openvswitch/vswitch.ovsschema"
+  else
+    echo /usr/share/openvswitch/vswitch.ovsschema
+  fi
+}
+
 # ----------------------------------------------------------------------------- secrets
 
 # One random password per sandbox, kept until `down --purge`.
@@ -88,7 +128,8 @@ load_secrets() {
 
 pidfile_of() { echo "$SBX_RUN/$1.pid"; }
 
-# pid_of NAME: prints the pid if the component's process is alive, else fails.
+# pid_of NAME: prints the pid of the component's supervisor (sandbox/supervise) if it is alive,
+# else fails.
 pid_of() {
   local pf pid
   pf=$(pidfile_of "$1")
@@ -103,30 +144,88 @@ pid_of() {
   echo "$pid"
 }
 
+# child_of NAME: prints the pid of the component's program (the supervisor's child) if it runs.
+child_of() {
+  local pid
+  pid_of "$1" >/dev/null || return 1
+  [[ -s $SBX_RUN/$1.child ]] || return 1
+  pid=$(<"$SBX_RUN/$1.child")
+  [[ $pid =~ ^[0-9]+$ ]] && alive "$pid" || return 1
+  echo "$pid"
+}
+
 is_running() { pid_of "$1" >/dev/null; }
 
-# start_daemon NAME [--netns NS] CMD...: run CMD in the foreground of its own session,
-# output appended to logs/NAME.log, pid in run/NAME.pid. No-op if already running.
+# is_supervised NAME: the component runs under sandbox/supervise (older sandboxes did not).
+is_supervised() {
+  local pid
+  pid=$(pid_of "$1") || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "supervise $1 "
+}
+
+# Crashes recorded before this script started do not fail it.
+SBX_CRASH_MARK0=$(stat -c %s "$SBX_CRASHES" 2>/dev/null || echo 0)
+
+# crash_lines_since MARK [NAME]: the crash records after MARK (of component NAME only).
+crash_lines_since() {
+  local mark=$1 name=${2:-} size
+  size=$(stat -c %s "$SBX_CRASHES" 2>/dev/null || echo 0)
+  ((mark <= size)) || mark=0
+  [[ -s $SBX_CRASHES ]] || return 0
+  tail -c +"$((mark + 1))" "$SBX_CRASHES" | if [[ -n $name ]]; then
+    awk -F'\t' -v n="$name" '$2 == n'
+  else
+    cat
+  fi
+}
+
+# die_if_crashed NAME WHAT: fail loudly when the component crashed since this script started.
+die_if_crashed() {
+  local line
+  line=$(crash_lines_since "$SBX_CRASH_MARK0" "$1" | tail -n 1)
+  [[ -z $line ]] || die_component "$1" "crashed while $2: $(cut -f4,6 <<<"$line" | tr '\t' ' ')"
+}
+
+# start_daemon NAME [--netns NS] [--after-restart CMD] PROGRAM ARGS...: run PROGRAM under
+# sandbox/supervise (restarted when it dies, each crash recorded: sandbox/crashes) in its own
+# session, output appended to logs/NAME.log, the supervisor's pid in run/NAME.pid, the program's
+# in run/NAME.child. CMD runs (in the same namespace) after each restart. No-op if running.
 SBX_STARTED_SOMETHING=0
 start_daemon() {
   local name=$1; shift
-  local netns=""
-  if [[ ${1:-} == --netns ]]; then netns=$2; shift 2; fi
+  local netns="" after=()
+  while :; do
+    case ${1:-} in
+      --netns) netns=$2; shift 2 ;;
+      --after-restart) after=(--after-restart "$2"); shift 2 ;;
+      *) break ;;
+    esac
+  done
   if is_running "$name"; then return 0; fi
   local logf=$SBX_LOG/$name.log
   printf '\n===== %s starting %s =====\n' "$(date -u +%FT%TZ)" "$name" >>"$logf"
-  # The command-line fingerprint checked by pid_of: the program's basename.
-  basename "$1" >"$SBX_RUN/$name.cmd"
+  # The command-line fingerprint checked by pid_of.
+  echo "supervise $name " >"$SBX_RUN/$name.cmd"
+  rm -f "$SBX_RUN/$name.child" "$SBX_RUN/$name.expect-exit"
+  # Where the crash record stood at this start: `status` counts this run's crashes from here.
+  stat -c %s "$SBX_CRASHES" >"$SBX_RUN/$name.crash-mark" 2>/dev/null || echo 0 >"$SBX_RUN/$name.crash-mark"
+  # The supervisors run a copy of sandbox/supervise (bash reads a script as it goes: editing the
+  # checkout must not change what running supervisors execute); replaced by rename only.
+  if ! cmp -s "$SBX_SRC/supervise" "$SBX_RUN/supervise"; then
+    install -m 0755 "$SBX_SRC/supervise" "$SBX_RUN/supervise.new" && mv -f "$SBX_RUN/supervise.new" "$SBX_RUN/supervise"
+  fi
+  local sup=("$SBX_RUN/supervise" "$name" "${after[@]}" -- "$@")
   if [[ -n $netns ]]; then
-    setsid ip netns exec "$netns" "$@" </dev/null >>"$logf" 2>&1 &
+    setsid ip netns exec "$netns" bash "${sup[@]}" </dev/null >>"$logf" 2>&1 &
   else
-    setsid "$@" </dev/null >>"$logf" 2>&1 &
+    setsid bash "${sup[@]}" </dev/null >>"$logf" 2>&1 &
   fi
   echo $! >"$(pidfile_of "$name")"
   SBX_STARTED_SOMETHING=1
-  # `ip netns exec` execs the program, so $! is the daemon itself.
+  # `ip netns exec` execs the program, so $! is the supervisor itself.
   sleep 0.2
-  is_running "$name" || die_component "$name" "exited right after start"
+  is_running "$name" || die_component "$name" "its supervisor exited right after start"
+  die_if_crashed "$name" "starting"
 }
 
 # alive PID: the process exists and is not a zombie (PID 1 here may reap late).
@@ -168,6 +267,7 @@ wait_for() {
     if [[ -f $(pidfile_of "$name") ]] && ! is_running "$name"; then
       die_component "$name" "process died while waiting for: $what"
     fi
+    [[ -f $(pidfile_of "$name") ]] && die_if_crashed "$name" "waiting for: $what"
     ((SECONDS < deadline)) || die_component "$name" "not ready after ${secs}s: $what"
     sleep 0.3
   done

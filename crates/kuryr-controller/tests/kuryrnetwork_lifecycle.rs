@@ -133,6 +133,8 @@ async fn delete_namespace_and_wait(client: &Client, name: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn namespace_network_lifecycle() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let topo = Topology::load();
     let tag = unique_tag("knlife");
     let router = topo.get("ROUTER_ID").to_string();
@@ -316,6 +318,8 @@ async fn namespace_network_lifecycle() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn neutron_failure_is_an_event_and_a_retry() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let topo = Topology::load();
     let tag = unique_tag("knfail");
     let router = topo.get("ROUTER_ID").to_string();
@@ -387,6 +391,8 @@ async fn neutron_failure_is_an_event_and_a_retry() {
 /// then the namespaces leaves nothing tagged in Neutron.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_get_ports_on_their_namespace_network() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let topo = Topology::load();
     let tag = unique_tag("knpods");
     let router = topo.get("ROUTER_ID").to_string();
@@ -487,6 +493,8 @@ async fn pods_get_ports_on_their_namespace_network() {
 /// referenced one is kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orphaned_namespace_network_is_collected() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     use kube::runtime::{reflector, watcher};
     use kuryr_controller::handlers::kuryrnetwork::{janitor::Janitor, net_settings, neutron as ops};
     let topo = Topology::load();

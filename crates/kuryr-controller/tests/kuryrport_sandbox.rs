@@ -117,6 +117,8 @@ async fn wait_vifs(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pods_get_pooled_ports_and_released_ports_are_reused() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let _serial = SERIAL.lock().await;
     let topo = Topology::load();
     let tag = unique_tag("reuse");
@@ -320,6 +322,8 @@ fn neutron_writes(text: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn controller_killed_mid_burst_recovers_and_accounts_for_every_port() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let _serial = SERIAL.lock().await;
     let topo = Topology::load();
     let tag = unique_tag("kill");
@@ -488,6 +492,8 @@ async fn controller_killed_mid_burst_recovers_and_accounts_for_every_port() {
 /// burst, controller peak RSS. Asserts only what must hold: zero Neutron writes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn warm_pool_burst_figures() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     use futures::StreamExt;
     use kube::runtime::{WatchStreamExt, watcher};
 
@@ -622,6 +628,8 @@ async fn warm_pool_burst_figures() {
 /// port created per pod, deleted with the pod.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn noop_driver_creates_and_deletes_one_port_per_pod() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let _serial = SERIAL.lock().await;
     let topo = Topology::load();
     let tag = unique_tag("noop");
@@ -687,6 +695,8 @@ async fn noop_driver_creates_and_deletes_one_port_per_pod() {
 /// with back-off; once the quota is raised the pod gets its port with nobody touching it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn over_quota_is_an_event_on_the_pod_and_retried_until_it_fits() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let _serial = SERIAL.lock().await;
     let topo = Topology::load();
     let tag = unique_tag("quota");

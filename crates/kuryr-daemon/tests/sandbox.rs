@@ -38,6 +38,8 @@ fn spawn_add(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn add_wires_the_pod_and_del_removes_it() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let topo = topology();
     let os = openstack(&topo).await;
     let os2 = os.clone();
@@ -193,6 +195,8 @@ async fn add_wires_the_pod_and_del_removes_it() {
 /// ovn-controller flags the OVS interface `ovn-installed`, and the pod is reachable then.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn add_returns_on_ovn_installed_without_the_neutron_signal() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let topo = topology();
     let os = openstack(&topo).await;
     let os2 = os.clone();
@@ -317,6 +321,8 @@ fn assert_reaches(a: &WiredPod, b: &WiredPod, what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_on_two_nodes_talk_and_survive_a_daemon_restart() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let topo = topology();
     let os = openstack(&topo).await;
     let os2 = os.clone();
@@ -373,6 +379,8 @@ async fn pods_on_two_nodes_talk_and_survive_a_daemon_restart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_get_errors_and_the_daemon_keeps_serving() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let topo = topology();
     let cluster = cluster(&topo).await;
     let state = tempfile::tempdir().unwrap();
@@ -520,6 +528,8 @@ async fn bad_requests_get_errors_and_the_daemon_keeps_serving() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_uid_comes_from_the_pod_watcher_and_deleted_pods_are_gone() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     use k8s_openapi::api::core::v1::Pod;
     use kube::{Api, api::PostParams};
     let topo = topology();

@@ -24,6 +24,8 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wiring_time_of_n_adds() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let n: usize = std::env::var("KURYR_DAEMON_BENCH_N")
         .ok()
         .and_then(|v| v.parse().ok())

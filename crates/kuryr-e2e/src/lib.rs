@@ -16,6 +16,7 @@ pub mod neutron;
 pub mod pods;
 pub mod probe;
 pub mod report;
+pub mod soak;
 
 pub use error::Error;
 

@@ -24,8 +24,18 @@ pub const POD_PORT: u16 = 8080;
 
 /// A pod manifest: one container declaring [`POD_PORT`], pinned to `node` when given.
 pub fn pod_manifest(ns: &str, name: &str, node: Option<&str>) -> Pod {
+    pod_manifest_with_ports(ns, name, node, &[(POD_PORT, "TCP")])
+}
+
+/// A pod manifest whose container declares `ports` (`(port, "TCP" | "UDP")`): the emulated node
+/// answers the pod's name on each of them.
+pub fn pod_manifest_with_ports(ns: &str, name: &str, node: Option<&str>, ports: &[(u16, &str)]) -> Pod {
+    let ports: Vec<serde_json::Value> = ports
+        .iter()
+        .map(|(p, proto)| json!({"containerPort": p, "protocol": proto, "name": format!("{}-{p}", proto.to_lowercase())}))
+        .collect();
     let mut spec = json!({
-        "containers": [{"name": "app", "image": "kuryr-e2e/app", "ports": [{"containerPort": POD_PORT}]}],
+        "containers": [{"name": "app", "image": "kuryr-e2e/app", "ports": ports}],
     });
     if let Some(n) = node {
         spec["nodeName"] = json!(n);
@@ -60,6 +70,36 @@ pub async fn create_pod(client: &Client, ns: &str, name: &str, node: Option<&str
         .await
         .map(|_| ())
         .map_err(kube_err(format!("create pod {ns}/{name}")))
+}
+
+/// Creates a pod declaring `ports` (see [`pod_manifest_with_ports`]).
+pub async fn create_pod_with_ports(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    node: Option<&str>,
+    ports: &[(u16, &str)],
+) -> Result<()> {
+    Api::<Pod>::namespaced(client.clone(), ns)
+        .create(
+            &PostParams::default(),
+            &pod_manifest_with_ports(ns, name, node, ports),
+        )
+        .await
+        .map(|_| ())
+        .map_err(kube_err(format!("create pod {ns}/{name}")))
+}
+
+/// Deletes namespace `ns` (its pods go with it) unless it is gone already.
+pub async fn delete_namespace(client: &Client, ns: &str) -> Result<()> {
+    match Api::<Namespace>::all(client.clone())
+        .delete(ns, &DeleteParams::default())
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(kube_err(format!("delete namespace {ns}"))(e)),
+    }
 }
 
 /// Deletes a pod (the node tears the sandbox down, the controller releases the port).

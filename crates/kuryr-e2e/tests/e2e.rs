@@ -4,101 +4,28 @@
 //! sandbox cloud is down. nextest runs them one at a time (`.config/nextest.toml`, group `e2e`):
 //! they share the nodes' namespaces and switches.
 
+mod common;
+
 use std::{
     collections::{BTreeMap, BTreeSet},
     process::Command,
     time::Duration,
 };
 
+use common::*;
+
 use kuryr_e2e::{
     cluster::{Cluster, ClusterOptions, free_port, netns_exists, repo_root, run, topology},
-    error::Result,
-    metrics, neutron, pods, probe, report,
+    metrics, neutron, pods, report,
 };
-
-const READY: Duration = Duration::from_secs(180);
-
-fn init() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_test_writer()
-        .try_init();
-    kuryr_e2e::init_crypto();
-}
-
-/// Starts a cluster in a fresh temp state dir with `tweak` applied to the test options.
-fn start(tweak: impl FnOnce(&mut ClusterOptions)) -> (tempfile::TempDir, Cluster) {
-    init();
-    let dir = tempfile::Builder::new()
-        .prefix("kuryr-e2e-")
-        .tempdir()
-        .expect("tempdir");
-    let mut opts = ClusterOptions::for_test(&dir.path().join("cluster"));
-    tweak(&mut opts);
-    let cluster = Cluster::up(&opts).unwrap_or_else(|e| panic!("sandbox/cluster up failed: {e}"));
-    (dir, cluster)
-}
-
-/// Unwraps, or panics with the error and the tail of every log of the cluster.
-fn check<T>(cluster: &Cluster, what: &str, r: Result<T>) -> T {
-    r.unwrap_or_else(|e| panic!("{what}: {e}\n{}", cluster.log_tails(40)))
-}
-
-fn assert_or_logs(cluster: &Cluster, cond: bool, msg: String) {
-    if !cond {
-        panic!("{msg}\n{}", cluster.log_tails(40));
-    }
-}
-
-async fn create_spread(
-    client: &kube::Client,
-    cluster: &Cluster,
-    namespaces: &[&str],
-    prefix: &str,
-) -> Vec<(String, String)> {
-    let mut keys = Vec::new();
-    for ns in namespaces {
-        check(cluster, "namespace", pods::ensure_namespace(client, ns).await);
-        for node in &cluster.nodes {
-            let name = format!("{prefix}-{}", node.name);
-            check(
-                cluster,
-                "create pod",
-                pods::create_pod(client, ns, &name, Some(&node.name)).await,
-            );
-            keys.push((ns.to_string(), name));
-        }
-    }
-    keys
-}
-
-/// Probes every pair; panics with the matrix when a connection fails.
-async fn assert_full_connectivity(cluster: &Cluster, views: &[pods::PodView]) {
-    let probes = probe::matrix(views, Duration::from_secs(5), 6).await;
-    let table = report::matrix_table(views, &probes);
-    eprintln!("{table}");
-    assert_or_logs(
-        cluster,
-        probes.iter().all(|p| p.ok),
-        format!("connectivity failures:\n{table}"),
-    );
-}
-
-fn ns_list(keys: &[(String, String)]) -> Vec<String> {
-    keys.iter()
-        .map(|k| k.0.clone())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect()
-}
 
 /// Pods in two namespaces on two nodes become Ready, each with its own real Neutron port of the
 /// right network, project, security group and binding host; they all talk to each other
 /// (same namespace, across namespaces, across nodes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_in_two_namespaces_on_two_nodes_get_neutron_ports_and_talk() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let (_dir, cluster) = start(|_| {});
     let topo = topology().expect("topology.env");
     let client = check(&cluster, "client", cluster.client().await);
@@ -181,6 +108,8 @@ async fn pods_in_two_namespaces_on_two_nodes_get_neutron_ports_and_talk() {
 /// pods reach each other across namespaces through the router.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn namespace_subnets_route_between_namespaces() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let (_dir, cluster) = start(|o| o.namespace_subnets = true);
     let topo = topology().expect("topology.env");
     let client = check(&cluster, "client", cluster.client().await);
@@ -219,6 +148,8 @@ async fn namespace_subnets_route_between_namespaces() {
 /// port in the pool; the next pod on that node gets a pooled port (no new one).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_pods_unplugs_them_and_returns_ports_to_the_pool() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let (_dir, cluster) = start(|o| o.sets.push("vif_pool.ports_pool_cooldown=1".into()));
     let client = check(&cluster, "client", cluster.client().await);
     let node = cluster.nodes[0].clone();
@@ -327,6 +258,8 @@ async fn deleting_pods_unplugs_them_and_returns_ports_to_the_pool() {
 /// connectivity intact, and pods created afterwards are wired.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn daemon_restart_keeps_connectivity_and_later_adds_work() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let (_dir, cluster) = start(|_| {});
     assert_or_logs(
         &cluster,
@@ -392,6 +325,8 @@ fn cni_call(cluster: &Cluster, env: &[(&str, &str)], stdin: &str) -> (bool, serd
 /// the daemon get HTTP errors; the daemon keeps serving and the next pod is wired.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_cni_calls_get_errors_and_the_daemon_keeps_serving() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     // An ADD for a pod that does not exist waits `vif_annotation_timeout` (upstream: 60 s).
     let (_dir, cluster) = start(|o| o.sets.push("cni_daemon.vif_annotation_timeout=5".into()));
     assert_or_logs(
@@ -509,6 +444,8 @@ async fn malformed_cni_calls_get_errors_and_the_daemon_keeps_serving() {
 /// ends with the table, the matrix and exit 0; `sandbox/demo --down` stops it.
 #[test]
 fn the_readme_demo_command_works() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     init();
     let dir = tempfile::Builder::new()
         .prefix("kuryr-demo-")
@@ -567,6 +504,8 @@ fn the_readme_demo_command_works() {
 /// cluster is refused while one runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn harness_dry_run_with_the_reference_bridge_plugin() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let (dir, cluster) = start(|o| {
         o.cni_bridge = true;
         o.controller = false;

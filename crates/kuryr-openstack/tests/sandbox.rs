@@ -112,6 +112,8 @@ async fn cleanup(client: &OpenStackNeutron, tag: &str) -> anyhow::Result<usize> 
 
 #[tokio::test]
 async fn bulk_ports_lifecycle_with_clouds_yaml() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let t = topology();
     let obs = Arc::new(CountingObserver::default());
     let client = connect_clouds_yaml(&t, obs.clone()).await;
@@ -234,6 +236,8 @@ async fn bulk_ports_lifecycle_with_clouds_yaml() {
 
 #[tokio::test]
 async fn connects_with_kuryr_conf_keystone_options() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let t = topology();
     let conf = get(&t, "KURYR_CONF");
     let sources = kuryr_config::ConfigSources {
@@ -275,6 +279,8 @@ async fn connects_with_kuryr_conf_keystone_options() {
 
 #[tokio::test]
 async fn errors_are_typed() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let t = topology();
     let obs = Arc::new(CountingObserver::default());
     let client = connect_clouds_yaml(&t, obs.clone()).await;
@@ -347,6 +353,8 @@ async fn errors_are_typed() {
 
 #[tokio::test]
 async fn namespace_network_lifecycle() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let t = topology();
     let obs = Arc::new(CountingObserver::default());
     let client = connect_clouds_yaml(&t, obs.clone()).await;
@@ -415,6 +423,8 @@ async fn namespace_network_lifecycle() {
 /// the request after the retried one 404s. The client must re-discover and carry on.
 #[tokio::test]
 async fn survives_token_revocation_and_relogin() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     use secrecy::ExposeSecret;
     let t = topology();
     let auth = CloudAuth::CloudsYaml {
@@ -478,6 +488,8 @@ async fn survives_token_revocation_and_relogin() {
 /// Figure for the pool design: the same bulk create without `binding:host_id`.
 #[tokio::test]
 async fn bulk_create_without_binding_figure() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let t = topology();
     let obs = Arc::new(CountingObserver::default());
     let client = connect_clouds_yaml(&t, obs.clone()).await;
@@ -513,6 +525,8 @@ async fn bulk_create_without_binding_figure() {
 /// `414 URI Too Long` to 400 IDs in one URL before the split existed).
 #[tokio::test]
 async fn large_id_batches() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let t = topology();
     let obs = Arc::new(CountingObserver::default());
     let client = connect_clouds_yaml(&t, obs.clone()).await;
@@ -539,6 +553,8 @@ async fn large_id_batches() {
 /// populating concurrently (three bulk creates of 10 at once).
 #[tokio::test]
 async fn concurrent_bulk_creates_through_dyn() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let t = topology();
     let obs = Arc::new(CountingObserver::default());
     let client = connect_clouds_yaml(&t, obs.clone()).await;

@@ -153,6 +153,8 @@ fn json_of(o: &Out) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_vifs_and_networks_without_neutron() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let env = sandbox().await;
     let kc = env.server.kubeconfig.clone();
     let client = env.client.clone();
@@ -285,6 +287,8 @@ fn topology() -> HashMap<String, String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ports_pools_and_networks_against_the_sandbox_cloud() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     let t = topology();
     let get = |k: &str| t.get(k).cloned().unwrap_or_else(|| panic!("{HINT} (no {k})"));
     let conf = PathBuf::from(get("KURYR_CONF"));
@@ -481,6 +485,8 @@ async fn futures_catch<F: std::future::Future<Output = ()>>(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pools_from_the_controller_pool_manager_socket() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
     use kuryr_controller::{drivers::PodTarget, metrics::Metrics, pool};
     let env = sandbox().await;
     let fake = Arc::new(kuryr_openstack::fake::FakeNeutron::new());

@@ -6,6 +6,9 @@
 //!   connectivity matrix; exits 1 naming the failed step.
 //! * `kuryr-e2e pod-burst --state-dir D --pods N [--warm-pool]`: one burst, a readable summary
 //!   and the machine-readable line.
+//! * `kuryr-e2e soak --state-dir D --seconds N`: pods across namespaces and nodes, every pod
+//!   probing every other pod (TCP and UDP) in rounds; the last line is
+//!   `soak pods=P rounds=R probes=X unanswered=U daemon_crashes=C` (`sandbox/soak`).
 
 use std::{
     collections::BTreeMap,
@@ -20,6 +23,7 @@ use kuryr_e2e::{
     burst::{self, BurstConfig},
     cluster::Cluster,
     neutron, pods, probe, report,
+    soak::{self, SoakConfig, SoakPod},
 };
 
 #[derive(Parser)]
@@ -62,6 +66,8 @@ enum Cmd {
         #[arg(long, default_value_t = 300)]
         timeout: u64,
     },
+    /// Pods across namespaces and nodes connecting to each other in rounds (sandbox/soak).
+    Soak(SoakArgs),
 }
 
 /// How long the report waits after Ready for Neutron to report the pods' ports ACTIVE.
@@ -190,6 +196,163 @@ async fn cmd_burst(
     Ok(r.incomplete.is_empty())
 }
 
+/// TCP and UDP ports every soak pod answers on.
+const SOAK_PORTS: [(u16, &str); 4] = [(8080, "TCP"), (8081, "TCP"), (8080, "UDP"), (8081, "UDP")];
+
+#[derive(clap::Args)]
+struct SoakArgs {
+    /// Seconds of probing.
+    #[arg(long, default_value_t = 300)]
+    seconds: u64,
+    /// Pods (spread over the namespaces and the cluster's nodes).
+    #[arg(long, default_value_t = 9)]
+    pods: usize,
+    /// Namespaces (`soak-1`, `soak-2`, ...).
+    #[arg(long, default_value_t = 3)]
+    namespaces: usize,
+    /// Milliseconds between the starts of two rounds.
+    #[arg(long, default_value_t = 1000)]
+    interval_ms: u64,
+    /// Milliseconds one probe waits for its answer.
+    #[arg(long, default_value_t = 1000)]
+    timeout_ms: u64,
+    /// Mark of the sandbox crash record taken before the cluster started
+    /// (`sandbox/crashes --mark`); crashes after it are counted.
+    #[arg(long)]
+    crash_mark: Option<u64>,
+    /// Leave the pods and namespaces in place at the end.
+    #[arg(long)]
+    keep: bool,
+}
+
+async fn cmd_soak(cluster: &Cluster, a: SoakArgs) -> anyhow::Result<bool> {
+    if a.pods < 2 || a.namespaces == 0 || a.interval_ms == 0 || a.timeout_ms == 0 {
+        bail!("soak needs --pods >= 2, --namespaces >= 1 and non-zero --interval-ms/--timeout-ms");
+    }
+    let say = |s: &str| eprintln!("[{}] soak: {s}", jiff::Zoned::now().strftime("%H:%M:%S"));
+    let client = cluster.client().await?;
+    let namespaces: Vec<String> = (1..=a.namespaces).map(|i| format!("soak-{i}")).collect();
+    let nodes: Vec<String> = cluster.nodes.iter().map(|n| n.name.clone()).collect();
+    if nodes.is_empty() {
+        bail!("the cluster has no nodes");
+    }
+    let mut keys = Vec::new();
+    for ns in &namespaces {
+        pods::ensure_namespace(&client, ns).await?;
+    }
+    for i in 0..a.pods {
+        let ns = &namespaces[i % namespaces.len()];
+        let node = &nodes[i % nodes.len()];
+        let name = format!("soak-{i}");
+        pods::create_pod_with_ports(&client, ns, &name, Some(node), &SOAK_PORTS).await?;
+        keys.push((ns.clone(), name));
+    }
+    say(&format!(
+        "{} pods in {} namespaces on {} nodes created; waiting for them to be Ready",
+        a.pods,
+        namespaces.len(),
+        nodes.len()
+    ));
+    pods::wait_ready(&client, &keys, Duration::from_secs(180)).await?;
+    let views = pods::collect(cluster, &client, &namespaces).await?;
+    let mut peers = Vec::new();
+    for v in &views {
+        let ip = v
+            .pod_ip
+            .parse()
+            .with_context(|| format!("pod {}/{} has no usable IP ({:?})", v.namespace, v.name, v.pod_ip))?;
+        if v.netns.is_empty() {
+            bail!(
+                "pod {}/{}: its node does not report a network namespace",
+                v.namespace,
+                v.name
+            );
+        }
+        peers.push(SoakPod {
+            label: format!("{}/{}", v.namespace, v.name),
+            node: v.node.clone(),
+            ip,
+            expect: v.name.clone(),
+            netns: v.netns.clone(),
+        });
+    }
+    let cfg = SoakConfig {
+        duration: Duration::from_secs(a.seconds),
+        interval: Duration::from_millis(a.interval_ms),
+        timeout: Duration::from_millis(a.timeout_ms),
+        tcp_ports: SOAK_PORTS.iter().filter(|p| p.1 == "TCP").map(|p| p.0).collect(),
+        udp_ports: SOAK_PORTS.iter().filter(|p| p.1 == "UDP").map(|p| p.0).collect(),
+    };
+    say("all Ready; warming up: every pod connects once to every other pod (retrying up to 30 s)");
+    let warm = {
+        let (peers, cfg) = (peers.clone(), cfg.clone());
+        tokio::task::spawn_blocking(move || soak::warm_up(&peers, &cfg, Duration::from_secs(30)))
+            .await
+            .context("the warm-up's client threads")?
+    };
+    say(&format!(
+        "warm-up: every pair answered within {} ms; {} probe(s) failed before their pair first answered",
+        warm.elapsed.as_millis(),
+        warm.early_failures.len()
+    ));
+    for f in warm.early_failures.iter().take(20) {
+        say(&format!("warm-up:   {f}"));
+    }
+    if !warm.unreachable.is_empty() {
+        for u in &warm.unreachable {
+            say(&format!("warm-up: NEVER ANSWERED: {u}"));
+        }
+        bail!(
+            "{} pair(s) of pods never reached each other within 30 s",
+            warm.unreachable.len()
+        );
+    }
+    say(&format!(
+        "every pod probes every other pod on tcp {:?} and udp {:?}, a round every {} ms, for {} s",
+        cfg.tcp_ports, cfg.udp_ports, a.interval_ms, a.seconds
+    ));
+    let record = sandbox_guard::Record::default();
+    let mark = a.crash_mark.map_or_else(|| record.mark(), sandbox_guard::Mark);
+    let progress = std::sync::Arc::new(soak::Progress::default());
+    let job = {
+        let (peers, cfg, progress) = (peers.clone(), cfg.clone(), progress.clone());
+        tokio::task::spawn_blocking(move || soak::run(&peers, &cfg, progress))
+    };
+    tokio::pin!(job);
+    let started = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_secs(30));
+    tick.tick().await;
+    let report = loop {
+        tokio::select! {
+            r = &mut job => break r.context("the soak's client threads")?,
+            _ = tick.tick() => {
+                let crashes = record.since(mark).map(|c| c.len()).unwrap_or(0);
+                say(&format!(
+                    "{:>4} s: {} probes, {} unanswered, {} sandbox daemon crash(es)",
+                    started.elapsed().as_secs(),
+                    progress.probes.load(std::sync::atomic::Ordering::Relaxed),
+                    progress.unanswered.load(std::sync::atomic::Ordering::Relaxed),
+                    crashes
+                ));
+            }
+        }
+    };
+    let crashes = record.since(mark).context("reading the sandbox crash record")?;
+    print!("{}", report.summary(&peers));
+    for c in &crashes {
+        println!("soak: sandbox daemon crashed: {c}");
+    }
+    if !a.keep {
+        say("deleting the soak's namespaces");
+        for ns in &namespaces {
+            pods::delete_namespace(&client, ns).await?;
+        }
+        pods::wait_gone(&client, &keys, Duration::from_secs(120)).await?;
+    }
+    println!("{}", report.machine_line(crashes.len()));
+    Ok(report.unanswered == 0 && crashes.is_empty() && report.setup_errors.is_empty() && report.rounds > 0)
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -218,6 +381,7 @@ async fn main() -> ExitCode {
             namespace,
             timeout,
         } => cmd_burst(&cluster, pods, &label, warm_pool, &namespace, timeout).await,
+        Cmd::Soak(a) => cmd_soak(&cluster, a).await,
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,

@@ -1,0 +1,106 @@
+//! Helpers shared by the end-to-end test binaries: a cluster per test (its own temp state dir),
+//! pods spread over namespaces and nodes, connectivity assertions that print the cluster's logs.
+
+#![allow(dead_code)]
+
+use std::{collections::BTreeSet, time::Duration};
+
+use kuryr_e2e::{
+    cluster::{Cluster, ClusterOptions},
+    error::Result,
+    pods, probe, report,
+};
+
+pub const READY: Duration = Duration::from_secs(180);
+
+pub fn init() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_test_writer()
+        .try_init();
+    kuryr_e2e::init_crypto();
+}
+
+/// Starts a cluster in a fresh temp state dir with `tweak` applied to the test options.
+pub fn start(tweak: impl FnOnce(&mut ClusterOptions)) -> (tempfile::TempDir, Cluster) {
+    init();
+    let dir = tempfile::Builder::new()
+        .prefix("kuryr-e2e-")
+        .tempdir()
+        .expect("tempdir");
+    let mut opts = ClusterOptions::for_test(&dir.path().join("cluster"));
+    tweak(&mut opts);
+    let cluster = Cluster::up(&opts).unwrap_or_else(|e| panic!("sandbox/cluster up failed: {e}"));
+    (dir, cluster)
+}
+
+/// Unwraps, or panics with the error and the tail of every log of the cluster.
+pub fn check<T>(cluster: &Cluster, what: &str, r: Result<T>) -> T {
+    r.unwrap_or_else(|e| panic!("{what}: {e}\n{}", cluster.log_tails(40)))
+}
+
+pub fn assert_or_logs(cluster: &Cluster, cond: bool, msg: String) {
+    if !cond {
+        panic!("{msg}\n{}", cluster.log_tails(40));
+    }
+}
+
+pub async fn create_spread(
+    client: &kube::Client,
+    cluster: &Cluster,
+    namespaces: &[&str],
+    prefix: &str,
+) -> Vec<(String, String)> {
+    let mut keys = Vec::new();
+    for ns in namespaces {
+        check(cluster, "namespace", pods::ensure_namespace(client, ns).await);
+        for node in &cluster.nodes {
+            let name = format!("{prefix}-{}", node.name);
+            check(
+                cluster,
+                "create pod",
+                pods::create_pod(client, ns, &name, Some(&node.name)).await,
+            );
+            keys.push((ns.to_string(), name));
+        }
+    }
+    keys
+}
+
+/// Probes every pair; panics with the matrix when a connection fails.
+pub async fn assert_full_connectivity(cluster: &Cluster, views: &[pods::PodView]) {
+    let probes = probe::matrix(views, Duration::from_secs(5), 6).await;
+    let table = report::matrix_table(views, &probes);
+    eprintln!("{table}");
+    assert_or_logs(
+        cluster,
+        probes.iter().all(|p| p.ok),
+        format!("connectivity failures:\n{table}"),
+    );
+}
+
+pub fn ns_list(keys: &[(String, String)]) -> Vec<String> {
+    keys.iter()
+        .map(|k| k.0.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+/// Waits for `keys` to be Ready, collects their views and proves every pair connects.
+pub async fn ready_and_connected(
+    cluster: &Cluster,
+    client: &kube::Client,
+    keys: &[(String, String)],
+) -> Vec<pods::PodView> {
+    check(cluster, "pods Ready", pods::wait_ready(client, keys, READY).await);
+    let views = check(
+        cluster,
+        "collect",
+        pods::collect(cluster, client, &ns_list(keys)).await,
+    );
+    assert_full_connectivity(cluster, &views).await;
+    views
+}
