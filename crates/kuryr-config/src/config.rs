@@ -7,6 +7,7 @@ use crate::groups::Groups;
 use crate::ini::{ParsedFile, parse_str};
 use crate::required::{Role, check_required};
 use crate::resolve::{Resolved, resolve};
+use crate::supported::check_supported;
 use std::path::{Path, PathBuf};
 
 /// Where to read the configuration from, as given on the command line (upstream:
@@ -149,6 +150,10 @@ fn build(
         resolved: res.resolved,
     };
     let mut errors = res.errors;
+    let mut warnings = res.warnings;
     errors.extend(check_required(&config, role));
-    (config, res.warnings, errors)
+    let (unsupported, not_in_effect) = check_supported(&config, role);
+    errors.extend(unsupported);
+    warnings.extend(not_in_effect);
+    (config, warnings, errors)
 }

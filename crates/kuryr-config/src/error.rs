@@ -79,6 +79,21 @@ pub enum ConfigError {
     /// OpenStack credentials could not be determined.
     #[error("no OpenStack credentials: {0}")]
     NoCredentials(String),
+    /// A value upstream accepts that kuryr-rs recognises but does not implement yet: refused
+    /// rather than accepted and silently not done.
+    #[error("{}[{group}] {option} = {value}: {what}", origin.as_ref().map(|o| format!("{o}: ")).unwrap_or_default())]
+    NotImplemented {
+        /// Where it was set.
+        origin: Option<Origin>,
+        /// Option group.
+        group: &'static str,
+        /// Option name.
+        option: &'static str,
+        /// The value (or the part of it) that is not implemented.
+        value: String,
+        /// What is missing, and what kuryr-rs does implement.
+        what: String,
+    },
 }
 
 impl ConfigError {
@@ -86,7 +101,9 @@ impl ConfigError {
     pub fn origin(&self) -> Option<&Origin> {
         match self {
             ConfigError::Syntax { origin, .. } | ConfigError::WrongType { origin, .. } => Some(origin),
-            ConfigError::MissingRequired { origin, .. } => origin.as_ref(),
+            ConfigError::MissingRequired { origin, .. } | ConfigError::NotImplemented { origin, .. } => {
+                origin.as_ref()
+            }
             _ => None,
         }
     }
@@ -124,6 +141,10 @@ pub enum WarningKind {
     /// A typed option was set to an empty value; the default is used (oslo.config would use
     /// `None`).
     EmptyValue,
+    /// The option takes effect only with a feature kuryr-rs does not implement yet, and
+    /// upstream ignores it too without that feature (e.g. `[octavia_defaults]` without the
+    /// service handlers).
+    NotInEffect,
 }
 
 /// Something worth logging that does not stop the process.

@@ -15,6 +15,8 @@
 //! * [`resolve`] — layering, typing, warnings and type errors;
 //! * [`groups`] — typed structs per group (`config.kubernetes.pod_vif_driver`, …);
 //! * [`required`] — what each process role cannot start without;
+//! * [`supported`] — values whose feature kuryr-rs does not implement yet: refused, never
+//!   accepted and silently not done;
 //! * [`auth`] — which OpenStack credentials to use ([`CloudAuth`]);
 //! * [`sample`] — a commented sample `kuryr.conf` from the registry.
 //!
@@ -31,6 +33,7 @@ pub mod registry;
 pub mod required;
 pub mod resolve;
 pub mod sample;
+pub mod supported;
 pub mod value;
 
 pub use auth::{CloudAuth, KeystoneAuth, resolve_cloud_auth};

@@ -23,7 +23,10 @@ fn full_sample_loads_for_the_controller() {
         config_files: vec![sample()],
         config_dirs: vec![],
     };
-    let (c, warnings) = load_for(&sources, Role::Controller, &no_env).expect("sample loads");
+    // Upstream's full sample uses features kuryr-rs does not implement yet (nested-vlan, the
+    // Service and policy handlers): the controller refuses it (tests/supported.rs); every value
+    // is still read as upstream would.
+    let (c, warnings) = load_for(&sources, Role::Any, &no_env).expect("sample loads");
     // Only the os-vif privsep group and the deprecated-for-nothing options warn.
     let kinds: Vec<_> = warnings.iter().map(|w| (w.kind, w.group.as_str())).collect();
     assert_eq!(

@@ -1,40 +1,33 @@
 //! The controller process: command line ([`Args`]), configuration loading, and the wiring of
 //! client, handlers, health and metrics servers ([`run`], [`spawn_handlers`], [`serve`]).
 
-use std::{
-    net::{Ipv4Addr, Ipv6Addr, SocketAddr},
-    path::PathBuf,
-    sync::Arc,
+use std::{path::PathBuf, sync::Arc};
+
+use kuryr_config::{Config, ConfigErrors};
+use kuryr_runtime::{
+    ConfigArgs, KubeArgs, ServeArgs,
+    http::{self, BindError},
+    kubeclient, shutdown_signal,
 };
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
 
-use axum::Router;
-use kuryr_config::{Config, ConfigErrors, ConfigSources, Role};
-use tokio::{net::TcpListener, task::JoinHandle};
-use tracing::{error, info, warn};
-
-use crate::{Context, OpenStack, drivers, handlers, health, kubeclient, metrics, pool};
+use crate::{Context, OpenStack, drivers, handlers, health, metrics, pool};
 
 /// Command line of `kuryr-controller` (oslo.config style options).
 #[derive(Debug, Clone, clap::Parser)]
 #[command(name = "kuryr-controller", version, about = "Kuryr-Kubernetes controller")]
 pub struct Args {
-    /// A kuryr.conf file; repeatable, later files override earlier ones.
-    #[arg(long = "config-file")]
-    pub config_file: Vec<PathBuf>,
-    /// A directory of `*.conf` files read after the config files; repeatable.
-    #[arg(long = "config-dir")]
-    pub config_dir: Vec<PathBuf>,
-    /// A kubeconfig; without it `[kubernetes] api_root` and its TLS/token options are used,
-    /// else `KUBECONFIG`/in-cluster.
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
-    /// Listen address of the health server (default `[::]:<[health_server] port>`).
-    #[arg(long)]
-    pub health_bind: Option<SocketAddr>,
-    /// Listen address of the metrics server (default
-    /// `[::]:<[prometheus_exporter] controller_exporter_port>`).
-    #[arg(long)]
-    pub metrics_bind: Option<SocketAddr>,
+    /// kuryr.conf files and directories.
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// How to reach Kubernetes.
+    #[command(flatten)]
+    pub kube: KubeArgs,
+    /// Health (`[health_server] port`) and metrics (`[prometheus_exporter]
+    /// controller_exporter_port`) listen addresses.
+    #[command(flatten)]
+    pub serve: ServeArgs,
     /// Namespace of the leader-election Lease (with `[kubernetes] controller_ha = true`).
     #[arg(long, env = "KURYR_HA_LEASE_NAMESPACE", default_value = "kube-system")]
     pub ha_lease_namespace: String,
@@ -77,16 +70,8 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A listening socket could not be bound.
-    #[error("binding {what} on {addr}")]
-    Bind {
-        /// Which server.
-        what: &'static str,
-        /// The address.
-        addr: SocketAddr,
-        /// Cause.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Bind(#[from] BindError),
     /// Leader election could not run.
     #[error("leader election")]
     Leader(#[source] crate::leader::Error),
@@ -108,21 +93,14 @@ impl Error {
     }
 }
 
-/// Handlers that need Neutron (and so the pools and drivers).
-const OPENSTACK_HANDLERS: &[&str] = &[
-    "kuryrport",
-    "kuryrnetwork",
-    "kuryrnetwork_population",
-    "namespace",
-];
-
 /// Whether `config` enables a handler that needs Neutron.
 pub fn needs_openstack(config: &Config) -> bool {
     config
         .kubernetes
         .enabled_handlers
         .iter()
-        .any(|h| OPENSTACK_HANDLERS.contains(&h.as_str()))
+        .filter_map(|h| handlers::find(h))
+        .any(|h| h.needs_openstack)
 }
 
 /// Connects to Neutron (requests reported to `metrics`) and builds the drivers and the pool
@@ -157,90 +135,37 @@ pub fn start_pool_manager(ctx: &Context) -> Result<Option<JoinHandle<()>>, Error
         return Ok(None);
     };
     let path = PathBuf::from(&ctx.config.pool_manager.sock_file);
-    pool::manager::serve(os.pool.clone(), &path)
+    let manager = pool::manager::Manager {
+        pool: os.pool.clone(),
+        drivers: Some(os.drivers.clone()),
+        client: Some(ctx.client.clone()),
+    };
+    pool::manager::serve(manager, &path)
         .map(Some)
         .map_err(|source| Error::PoolManager { path, source })
 }
 
-/// Loads the configuration for the controller role; warnings are logged with file and line.
-pub fn load_config(args: &Args) -> Result<Config, Error> {
-    let sources = ConfigSources {
-        config_files: args.config_file.clone(),
-        config_dirs: args.config_dir.clone(),
-    };
-    let (config, warnings) = kuryr_config::load_for(&sources, Role::Controller, &|k| std::env::var(k).ok())
-        .map_err(Error::Config)?;
-    for w in &warnings {
-        w.log();
-    }
-    Ok(config)
-}
-
-/// Starts every implemented handler listed in `[kubernetes] enabled_handlers`.
+/// Starts every implemented handler listed in `[kubernetes] enabled_handlers` (the others
+/// were refused, or warned about, when the configuration was loaded).
 pub fn spawn_handlers(ctx: &Arc<Context>) -> Vec<JoinHandle<()>> {
     let mut tasks = Vec::new();
     for name in &ctx.config.kubernetes.enabled_handlers {
-        match name.as_str() {
-            handlers::pod::HANDLER => tasks.push(tokio::spawn(handlers::pod::run(ctx.clone()))),
-            handlers::kuryrport::HANDLER => tasks.push(tokio::spawn(handlers::kuryrport::run(ctx.clone()))),
-            handlers::namespace::HANDLER => tasks.push(tokio::spawn(handlers::namespace::start(ctx.clone()))),
-            handlers::kuryrnetwork::HANDLER => {
-                tasks.push(tokio::spawn(handlers::kuryrnetwork::start(ctx.clone())))
-            }
-            handlers::kuryrnetwork_population::HANDLER => tasks.push(tokio::spawn(
-                handlers::kuryrnetwork_population::start(ctx.clone()),
-            )),
-            other => warn!(handler = other, "handler not implemented yet, skipped"),
+        match handlers::find(name) {
+            Some(h) => tasks.push(tokio::spawn((h.start)(ctx.clone()))),
+            None => warn!(handler = %name, "handler not implemented yet, skipped"),
         }
     }
     tasks
 }
 
-/// How many watchers [`spawn_handlers`] will start for `config` (for readiness).
+/// How many handlers [`spawn_handlers`] will start for `config` (each reports its sync once).
 pub fn watcher_count(config: &Config) -> usize {
     config
         .kubernetes
         .enabled_handlers
         .iter()
-        .filter(|h| {
-            [
-                handlers::pod::HANDLER,
-                handlers::kuryrport::HANDLER,
-                handlers::namespace::HANDLER,
-                handlers::kuryrnetwork::HANDLER,
-                handlers::kuryrnetwork_population::HANDLER,
-            ]
-            .contains(&h.as_str())
-        })
+        .filter(|h| handlers::find(h).is_some())
         .count()
-}
-
-/// Serves `router` on `listener` in the background.
-pub fn serve(listener: TcpListener, router: Router) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, router).await {
-            error!(error = %e, "HTTP server failed");
-        }
-    })
-}
-
-/// Binds `addr`, or when it is `None` `[::]:port` (upstream's address), falling back to
-/// `0.0.0.0:port` on hosts without IPv6.
-pub async fn bind(what: &'static str, addr: Option<SocketAddr>, port: u16) -> Result<TcpListener, Error> {
-    let bind_err = |addr, source| Error::Bind { what, addr, source };
-    match addr {
-        Some(a) => TcpListener::bind(a).await.map_err(|e| bind_err(a, e)),
-        None => {
-            let v6 = SocketAddr::from((Ipv6Addr::UNSPECIFIED, port));
-            match TcpListener::bind(v6).await {
-                Ok(l) => Ok(l),
-                Err(_) => {
-                    let v4 = SocketAddr::from((Ipv4Addr::UNSPECIFIED, port));
-                    TcpListener::bind(v4).await.map_err(|e| bind_err(v4, e))
-                }
-            }
-        }
-    }
 }
 
 /// Runs the controller with an already loaded `config` until SIGINT/SIGTERM or until every
@@ -248,7 +173,7 @@ pub async fn bind(what: &'static str, addr: Option<SocketAddr>, port: u16) -> Re
 pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
     // Every configuration check first: nothing is touched when one fails.
     let settings = pool::PoolSettings::from_config(&config).map_err(Error::PoolSettings)?;
-    let client = kubeclient::client(args.kubeconfig.as_deref(), &config.kubernetes)
+    let client = kubeclient::client(args.kube.kubeconfig.as_deref(), &config.kubernetes)
         .await
         .map_err(Error::Client)?;
     let watchers = watcher_count(&config);
@@ -263,13 +188,18 @@ pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
         ctx = ctx.with_openstack(os);
     }
     let ctx = Arc::new(ctx);
-    let health_l = bind("health server", args.health_bind, ctx.config.health_server.port).await?;
+    let health_l = http::bind(
+        "health server",
+        args.serve.health_bind,
+        ctx.config.health_server.port,
+    )
+    .await?;
     let metrics_port = ctx.config.prometheus_exporter.controller_exporter_port;
-    let metrics_l = bind("metrics server", args.metrics_bind, metrics_port).await?;
+    let metrics_l = http::bind("metrics server", args.serve.metrics_bind, metrics_port).await?;
     info!(health = ?health_l.local_addr().ok(), metrics = ?metrics_l.local_addr().ok(), "serving");
     let servers = [
-        serve(health_l, health::router(ctx.health.clone())),
-        serve(metrics_l, metrics::router(ctx.metrics.clone())),
+        http::serve("health server", health_l, health::router(ctx.health.clone())),
+        http::serve("metrics server", metrics_l, metrics::router(ctx.metrics.clone())),
     ];
     // A standby serves health and metrics (not ready) and waits for the Lease.
     let mut leadership = if ctx.config.kubernetes.controller_ha {
@@ -289,6 +219,17 @@ pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
         None
     };
     let tasks = spawn_handlers(&ctx);
+    // Background work that never ends by itself (aborted with the servers).
+    let mut background = Vec::new();
+    if let (Some(os), Some(project)) = (&ctx.openstack, ctx.config.neutron_defaults.project.clone()) {
+        background.push(tokio::spawn(crate::quota::run(
+            os.neutron.clone(),
+            ctx.client.clone(),
+            ctx.metrics.clone(),
+            project,
+            ctx.config.neutron_defaults.pod_subnet.clone(),
+        )));
+    }
     let manager = start_pool_manager(&ctx)?;
     let handlers_done = async {
         if tasks.is_empty() {
@@ -313,31 +254,8 @@ pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
     if let Some(l) = leadership {
         l.release().await;
     }
-    for s in servers.iter().chain(manager.iter()) {
+    for s in servers.iter().chain(manager.iter()).chain(background.iter()) {
         s.abort();
     }
     result
-}
-
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-    info!("shutdown requested");
 }

@@ -7,7 +7,7 @@ use std::sync::{
     atomic::{AtomicUsize, Ordering},
 };
 
-use axum::{Router, extract::State, http::StatusCode, routing::get};
+use axum::{Router, http::StatusCode};
 use kube::{Api, Client, api::ListParams};
 use kuryr_types::KuryrPort;
 
@@ -92,16 +92,17 @@ impl Health {
     }
 }
 
+impl kuryr_runtime::http::Probe for Health {
+    async fn ready(&self) -> (StatusCode, String) {
+        Health::ready(self).await
+    }
+
+    async fn alive(&self) -> (StatusCode, String) {
+        Health::alive(self)
+    }
+}
+
 /// Router serving `GET /ready` and `GET /alive`.
 pub fn router(health: Arc<Health>) -> Router {
-    Router::new()
-        .route(
-            "/ready",
-            get(|State(h): State<Arc<Health>>| async move { h.ready().await }),
-        )
-        .route(
-            "/alive",
-            get(|State(h): State<Arc<Health>>| async move { h.alive() }),
-        )
-        .with_state(health)
+    kuryr_runtime::http::health_router(health)
 }

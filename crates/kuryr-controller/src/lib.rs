@@ -1,28 +1,26 @@
 //! kuryr-controller: turns Kubernetes objects into Kuryr CRDs and OpenStack resources.
 //!
 //! * [`cli`] — command line, configuration loading and the process wiring used by `main`;
-//! * [`kubeclient`] — the Kubernetes client from `--kubeconfig` or `[kubernetes]` options;
 //! * [`handlers`] — one reconciler per watched kind ([`handlers::pod`], [`handlers::kuryrport`], …);
 //! * [`drivers`] — project, subnets and security groups of a pod's port;
 //! * [`pool`] — the port-pool executor ([`pool::VifPool`]) and its janitor;
-//! * [`health`] — `/ready` and `/alive`; [`metrics`] — `/metrics`.
+//! * [`health`] — `/ready` and `/alive`; [`metrics`] — `/metrics` (with upstream's names,
+//!   [`quota`] keeping upstream's capacity gauges current).
 
 pub mod cli;
 pub mod drivers;
+pub mod events;
 pub mod finalizer;
 pub mod handlers;
 pub mod health;
-pub mod kubeclient;
 pub mod leader;
 pub mod metrics;
 pub mod pool;
+pub mod quota;
 
 use std::sync::Arc;
 
-use kube::{
-    Client,
-    runtime::events::{Recorder, Reporter},
-};
+use kube::Client;
 
 /// Name the controller reports itself as (Event source, field manager).
 pub const COMPONENT: &str = "kuryr-controller";
@@ -48,8 +46,8 @@ pub struct Context {
     pub config: Arc<kuryr_config::Config>,
     /// Prometheus metrics.
     pub metrics: Arc<metrics::Metrics>,
-    /// Records Events on the objects handled.
-    pub recorder: Recorder,
+    /// Records Events on the objects handled (the one recorder; `[kubernetes] use_events`).
+    pub events: events::Events,
     /// Readiness and liveness.
     pub health: Arc<health::Health>,
     /// Neutron, drivers and pools ([`Context::with_openstack`]).
@@ -60,12 +58,8 @@ impl Context {
     /// A context for `client` and `config`, with fresh metrics and a health state expecting
     /// `watchers` watchers to sync.
     pub fn new(client: Client, config: Arc<kuryr_config::Config>, watchers: usize) -> Self {
-        let reporter = Reporter {
-            controller: COMPONENT.into(),
-            instance: None,
-        };
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            events: events::Events::new(client.clone(), COMPONENT, config.kubernetes.use_events),
             health: Arc::new(health::Health::new(client.clone(), watchers)),
             metrics: Arc::new(metrics::Metrics::default()),
             client,
@@ -87,15 +81,4 @@ impl Context {
     }
 }
 
-/// An error and its `source()` chain on one line (`outer: cause: root cause`), for logs, Events
-/// and the exit message.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
-}
+pub use kuryr_runtime::error_chain;

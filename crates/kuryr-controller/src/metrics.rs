@@ -9,12 +9,20 @@
 //! `kuryr_neutron_requests_total{operation,method,outcome}`,
 //! `kuryr_neutron_request_duration_seconds{operation}`, `kuryr_pool_ports{host,project,network,state}`,
 //! `kuryr_pool_waiting_pods{host,project,network}`, `kuryr_pool_populations_total{outcome}`.
+//!
+//! Upstream's names exist beside ours, so that dashboards and alerts written for upstream keep
+//! working: `kuryr_pod_creation_latency` (seconds from the pod's scheduling to its VIF active,
+//! upstream's buckets 10..120 s), `kuryr_port_readiness` (ports not ACTIVE within the activation
+//! timeout; upstream: retries given up on `PortNotReady`), `kuryr_load_balancer_readiness`
+//! (0 until Services land), `kuryr_quota_free_count{resource}` and
+//! `kuryr_port_quota_per_subnet{subnet_id,subnet_name}` (refreshed in the background: see
+//! [`crate::quota`]). docs/metrics.md lists both sets.
 
 use std::{sync::Arc, time::Duration};
 
 use kuryr_openstack::{RequestObserver, ops};
 
-use axum::{Router, extract::State, http::StatusCode, http::header, response::IntoResponse, routing::get};
+use axum::Router;
 use prometheus_client::{
     encoding::{EncodeLabelSet, text::encode},
     metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
@@ -83,6 +91,27 @@ pub struct OutcomeLabels {
     pub outcome: String,
 }
 
+/// Upstream's buckets of `kuryr_pod_creation_latency` (10 s steps up to 120 s).
+pub const UPSTREAM_POD_CREATION_BUCKETS: [f64; 12] = [
+    10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0, 110.0, 120.0,
+];
+
+/// Labels of [`Metrics::quota_free`].
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceLabels {
+    /// `ports`, `subnets`, `networks`, `security_groups`, `security_group_rules`.
+    pub resource: String,
+}
+
+/// Labels of [`Metrics::port_quota_per_subnet`].
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SubnetLabels {
+    /// Subnet ID.
+    pub subnet_id: String,
+    /// Subnet name.
+    pub subnet_name: String,
+}
+
 /// Buckets of the Neutron request duration histogram in seconds.
 pub const NEUTRON_DURATION_BUCKETS: [f64; 10] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 
@@ -95,6 +124,7 @@ pub fn method_of(operation: &str) -> &'static str {
         | ops::NETWORK_GET
         | ops::NETWORK_LIST
         | ops::SUBNET_GET
+        | ops::SUBNETPOOL_GET
         | ops::SUBNET_LIST => "GET",
         ops::PORT_BULK_CREATE | ops::NETWORK_CREATE | ops::SUBNET_CREATE => "POST",
         ops::PORT_DELETE | ops::NETWORK_DELETE | ops::SUBNET_DELETE => "DELETE",
@@ -136,6 +166,18 @@ pub struct Metrics {
     pub pool_waiting: Family<PoolLabels, Gauge>,
     /// `kuryr_pool_populations_total{outcome}`: bulk creations executed.
     pub populations: Family<OutcomeLabels, Counter>,
+    /// Upstream's `kuryr_pod_creation_latency`: seconds from `PodScheduled` to the VIF active.
+    pub pod_creation_latency: Histogram,
+    /// Upstream's `kuryr_port_readiness`: ports not ACTIVE within the activation timeout.
+    pub port_readiness: Counter,
+    /// Upstream's `kuryr_load_balancer_readiness` (Services are not implemented yet: 0).
+    pub load_balancer_readiness: Counter,
+    /// Upstream's `kuryr_quota_free_count{resource}`: quota limit minus use for
+    /// `[neutron_defaults] project` (-1: unlimited).
+    pub quota_free: Family<ResourceLabels, Gauge>,
+    /// Upstream's `kuryr_port_quota_per_subnet{subnet_id,subnet_name}`: addresses left in the
+    /// allocation pools of the pod subnets.
+    pub port_quota_per_subnet: Family<SubnetLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -197,8 +239,45 @@ impl Default for Metrics {
             "Bulk port creations (pool populations) by outcome",
             populations.clone(),
         );
+        // Upstream's names (the exporter's prefix-free names; prometheus-client appends
+        // `_total` to counters, as upstream's prometheus_client did).
+        let pod_creation_latency = Histogram::new(UPSTREAM_POD_CREATION_BUCKETS);
+        registry.register(
+            "kuryr_pod_creation_latency",
+            "Time taken for a pod to have Kuryr annotations set (upstream's: PodScheduled to VIF active, seconds)",
+            pod_creation_latency.clone(),
+        );
+        let port_readiness = Counter::default();
+        registry.register(
+            "kuryr_port_readiness",
+            "Amount of ports not ready (not ACTIVE within the activation timeout)",
+            port_readiness.clone(),
+        );
+        let load_balancer_readiness = Counter::default();
+        registry.register(
+            "kuryr_load_balancer_readiness",
+            "Amount of load balancers not ready (Services are not implemented by kuryr-rs yet)",
+            load_balancer_readiness.clone(),
+        );
+        let quota_free = Family::<ResourceLabels, Gauge>::default();
+        registry.register(
+            "kuryr_quota_free_count",
+            "Amount of free quota per Neutron resource for the Kuryr project (-1: unlimited)",
+            quota_free.clone(),
+        );
+        let port_quota_per_subnet = Family::<SubnetLabels, Gauge>::default();
+        registry.register(
+            "kuryr_port_quota_per_subnet",
+            "Amount of addresses left in the allocation pools of each pod subnet",
+            port_quota_per_subnet.clone(),
+        );
         Self {
             registry,
+            pod_creation_latency,
+            port_readiness,
+            load_balancer_readiness,
+            quota_free,
+            port_quota_per_subnet,
             reconciles,
             pod_port_latency,
             kuryrport_vifs_latency,
@@ -248,24 +327,15 @@ impl Metrics {
     }
 }
 
-/// Router serving `GET /metrics`.
-pub fn router(metrics: Arc<Metrics>) -> Router {
-    Router::new().route("/metrics", get(serve)).with_state(metrics)
+impl kuryr_runtime::http::Exposition for Metrics {
+    fn encode(&self) -> Result<String, std::fmt::Error> {
+        self.render()
+    }
 }
 
-async fn serve(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
-    match metrics.render() {
-        Ok(body) => (
-            StatusCode::OK,
-            [(
-                header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
-            body,
-        )
-            .into_response(),
-        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "encoding failed").into_response(),
-    }
+/// Router serving `GET /metrics`.
+pub fn router(metrics: Arc<Metrics>) -> Router {
+    kuryr_runtime::http::metrics_router(metrics)
 }
 
 #[cfg(test)]

@@ -352,9 +352,10 @@ async fn neutron_failure_is_an_event_and_a_retry() {
         })
         .await;
         println!("event: {:?}", ev.note);
-        // Retried (backoff 1 s, 2 s, …) while the handler keeps running.
+        // Retried while the handler keeps running: a subnet pool that does not exist is a
+        // configuration error (first retry after 10 s, then 20 s, …), picked up once fixed.
         let metrics = ctl.ctx.metrics.clone();
-        wait_for("retries", Duration::from_secs(30), async || {
+        wait_for("retries", Duration::from_secs(45), async || {
             let text = metrics.render().ok()?;
             let n = metric_sum(&text, "kuryr_reconcile_total", &["kuryrnetwork", "create_subnet"]);
             (n >= 3.0).then_some(())
@@ -558,6 +559,98 @@ async fn orphaned_namespace_network_is_collected() {
     };
     guarded(body, async {
         cleanup(&n, &router, &tag).await;
+    })
+    .await;
+}
+
+/// A namespace subnet has DHCP off (as upstream creates it: pods get their addresses from their
+/// ports) and the IP version of its subnet pool: an IPv6 pool gives an IPv6 namespace subnet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_subnets_have_dhcp_off_and_the_pools_ip_version() {
+    // A crash of a sandbox daemon during this test fails it (never flakiness).
+    let _crashes = sandbox_guard::CrashGuard::new();
+    use kuryr_controller::handlers::kuryrnetwork::{net_settings, neutron as ops};
+    let topo = Topology::load();
+    let tag = unique_tag("knv6");
+    let router = topo.get("ROUTER_ID").to_string();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let files = conf(dir.path(), &topo, &tag, "kuryrnetwork", "");
+    let config = load_config(&files);
+    let (n, _) = neutron(&config).await;
+    let project = topo.get("KURYR_SANDBOX_PROJECT_ID").to_string();
+    // An IPv6 subnet pool of the project, made with the sandbox's own client (the Neutron trait
+    // has no pool creation: kuryr-rs never creates pools).
+    let pool_name = format!("ksbx-{tag}-v6");
+    let created = std::process::Command::new("openstack")
+        .args([
+            "--os-cloud",
+            "kuryr-sandbox",
+            "subnet",
+            "pool",
+            "create",
+            "-f",
+            "value",
+            "-c",
+            "id",
+        ])
+        .args([
+            "--pool-prefix",
+            "fd00:ad:beef::/48",
+            "--default-prefix-length",
+            "64",
+            &pool_name,
+        ])
+        .env("OS_CLIENT_CONFIG_FILE", topo.get("OS_CLIENT_CONFIG_FILE"))
+        .output()
+        .expect("run openstack");
+    assert!(
+        created.status.success(),
+        "creating an IPv6 subnet pool: {}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let v6_pool = String::from_utf8_lossy(&created.stdout).trim().to_string();
+    let body = async {
+        for (pool, version, ns) in [
+            (topo.get("POD_SUBNETPOOL_ID").to_string(), 4, "dhcp-v4"),
+            (v6_pool.clone(), 6, "dhcp-v6"),
+        ] {
+            let mut s = net_settings(&config).expect("settings");
+            s.subnet_pool = Some(pool);
+            let (net, _) = ops::ensure_network(&n, &s, &project, None, ns)
+                .await
+                .expect("net");
+            let (sub, created) = ops::ensure_subnet(&n, &s, &project, &net.id, None, ns)
+                .await
+                .expect("subnet");
+            assert!(created);
+            let live = n.get_subnet(&sub.id).await.expect("subnet read back");
+            assert_eq!(live.ip_version, Some(version), "{ns}: {live:?}");
+            assert_eq!(
+                live.extra.get("enable_dhcp"),
+                Some(&serde_json::json!(false)),
+                "{ns}: DHCP must be off: {live:?}"
+            );
+            if version == 6 {
+                assert!(live.cidr.starts_with("fd00:ad:beef:"), "{}", live.cidr);
+            }
+            ops::teardown(&n, None, Some(&sub.id), &net.id)
+                .await
+                .expect("teardown");
+        }
+    };
+    guarded(body, async {
+        cleanup(&n, &router, &tag).await;
+        let _ = std::process::Command::new("openstack")
+            .args([
+                "--os-cloud",
+                "kuryr-sandbox",
+                "subnet",
+                "pool",
+                "delete",
+                &pool_name,
+            ])
+            .env("OS_CLIENT_CONFIG_FILE", topo.get("OS_CLIENT_CONFIG_FILE"))
+            .output();
     })
     .await;
 }

@@ -244,6 +244,49 @@ pub struct Subnet {
     pub extra: Map<String, Value>,
 }
 
+/// A Neutron subnet pool (`GET /v2.0/subnetpools/{id}`): what a namespace subnet taken from it
+/// looks like.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SubnetPool {
+    /// Subnet pool ID.
+    #[serde(default, deserialize_with = "nullable")]
+    pub id: String,
+    /// 4 or 6.
+    #[serde(default)]
+    pub ip_version: Option<u8>,
+    /// The pool's prefixes (CIDRs).
+    #[serde(default, deserialize_with = "nullable")]
+    pub prefixes: Vec<String>,
+    /// Everything else, kept.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// One resource of `GET /v2.0/quotas/{project}/details`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuotaUsage {
+    /// The limit (-1: unlimited).
+    #[serde(default)]
+    pub limit: i64,
+    /// In use.
+    #[serde(default)]
+    pub used: i64,
+    /// Reserved.
+    #[serde(default)]
+    pub reserved: i64,
+}
+
+impl QuotaUsage {
+    /// What is left (-1: unlimited), as upstream's `kuryr_quota_free_count` reports it.
+    pub fn free(&self) -> i64 {
+        if self.limit < 0 {
+            -1
+        } else {
+            (self.limit - self.used).max(0)
+        }
+    }
+}
+
 /// How tags reach newly created ports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TagMode {

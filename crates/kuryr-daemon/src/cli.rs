@@ -1,22 +1,22 @@
 //! The daemon process: command line ([`Args`]), configuration ([`load_config`]) and the wiring
 //! of registry, watchers, CNI server, health and metrics servers ([`run`]).
 
-use std::{
-    net::{Ipv4Addr, Ipv6Addr, SocketAddr},
-    path::PathBuf,
-    sync::Arc,
-};
+use std::{path::PathBuf, sync::Arc};
 
 use axum::Router;
-use kuryr_config::{Config, ConfigErrors, ConfigSources, Role};
+use kuryr_config::{Config, ConfigErrors};
+use kuryr_runtime::{
+    ConfigArgs, KubeArgs, ServeArgs,
+    http::{self, BindError},
+    kubeclient, shutdown_signal,
+};
 use tokio::task::JoinHandle;
 use tracing::{error, info};
 
 use crate::{
-    binding::ovs::OvsBinding,
+    binding::{NodeBindings, ovs::OvsBinding},
     daemon::{Daemon, Settings},
     health::{self, Health},
-    kubeclient::{self, KubeClientError},
     metrics::{self, Metrics},
     ovsdb::Ovsdb,
     registry::Registry,
@@ -29,15 +29,16 @@ use crate::{
 #[derive(Debug, Clone, clap::Parser)]
 #[command(name = "kuryr-daemon", version, about = "Kuryr-Kubernetes CNI daemon")]
 pub struct Args {
-    /// A kuryr.conf file; repeatable, later files override earlier ones.
-    #[arg(long = "config-file")]
-    pub config_file: Vec<PathBuf>,
-    /// A directory of `*.conf` files read after the config files; repeatable.
-    #[arg(long = "config-dir")]
-    pub config_dir: Vec<PathBuf>,
-    /// A kubeconfig; without it `[kubernetes] api_root`, else `KUBECONFIG`/in-cluster.
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
+    /// kuryr.conf files and directories.
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// How to reach Kubernetes.
+    #[command(flatten)]
+    pub kube: KubeArgs,
+    /// Health (`[cni_health_server] port`) and metrics (`[prometheus_exporter]
+    /// cni_exporter_port`) listen addresses.
+    #[command(flatten)]
+    pub serve: ServeArgs,
     /// This node's name (upstream: `KUBERNETES_NODE_NAME`, else the lower-cased hostname).
     #[arg(long, env = "KUBERNETES_NODE_NAME")]
     pub node_name: Option<String>,
@@ -47,12 +48,6 @@ pub struct Args {
     /// CNI API address, overriding `[cni_daemon] bind_address` (`host:port` or `unix:/path`).
     #[arg(long)]
     pub bind_address: Option<String>,
-    /// Health server address (default `[::]:<[cni_health_server] port>`).
-    #[arg(long)]
-    pub health_bind: Option<SocketAddr>,
-    /// Metrics server address (default `[::]:<[prometheus_exporter] cni_exporter_port>`).
-    #[arg(long)]
-    pub metrics_bind: Option<SocketAddr>,
     /// OVSDB socket (default `unix:$OVS_RUNDIR/db.sock`, else `/var/run/openvswitch/db.sock`).
     #[arg(long, env = "KURYR_OVSDB")]
     pub ovsdb: Option<String>,
@@ -69,7 +64,10 @@ pub enum Error {
     NodeName,
     /// No Kubernetes client.
     #[error("connecting to Kubernetes")]
-    Client(#[source] KubeClientError),
+    Client(#[source] kubeclient::Error),
+    /// The health or metrics server could not listen.
+    #[error(transparent)]
+    BindHttp(#[from] BindError),
     /// The state directory is unusable.
     #[error("opening the state directory")]
     State(#[source] StateError),
@@ -87,20 +85,6 @@ pub enum Error {
     /// A server or watcher stopped.
     #[error("{0} stopped")]
     Stopped(&'static str),
-}
-
-/// Loads the configuration for the daemon role; warnings are logged with file and line.
-pub fn load_config(args: &Args) -> Result<Config, Error> {
-    let sources = ConfigSources {
-        config_files: args.config_file.clone(),
-        config_dirs: args.config_dir.clone(),
-    };
-    let (config, warnings) =
-        kuryr_config::load_for(&sources, Role::Daemon, &|k| std::env::var(k).ok()).map_err(Error::Config)?;
-    for w in &warnings {
-        w.log();
-    }
-    Ok(config)
 }
 
 /// The node name: `--node-name`/`KUBERNETES_NODE_NAME`, else the lower-cased hostname.
@@ -147,32 +131,6 @@ async fn bind_api(addr: &str) -> Result<Listener, Error> {
         .map_err(err)
 }
 
-/// Binds `addr`, or when `None` `[::]:port` (upstream), falling back to `0.0.0.0:port`.
-async fn bind_tcp(
-    what: &'static str,
-    addr: Option<SocketAddr>,
-    port: u16,
-) -> Result<tokio::net::TcpListener, Error> {
-    let err = |a: SocketAddr, source| Error::Bind {
-        what,
-        addr: a.to_string(),
-        source,
-    };
-    match addr {
-        Some(a) => tokio::net::TcpListener::bind(a).await.map_err(|e| err(a, e)),
-        None => {
-            let v6 = SocketAddr::from((Ipv6Addr::UNSPECIFIED, port));
-            match tokio::net::TcpListener::bind(v6).await {
-                Ok(l) => Ok(l),
-                Err(_) => {
-                    let v4 = SocketAddr::from((Ipv4Addr::UNSPECIFIED, port));
-                    tokio::net::TcpListener::bind(v4).await.map_err(|e| err(v4, e))
-                }
-            }
-        }
-    }
-}
-
 fn serve(l: Listener, router: Router) -> JoinHandle<()> {
     tokio::spawn(async move {
         let r = match l {
@@ -193,14 +151,15 @@ pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
         .clone()
         .unwrap_or_else(|| PathBuf::from("/var/lib/kuryr-daemon").join(&node));
     let state = StateStore::open(&state_dir).map_err(Error::State)?;
-    let client = kubeclient::client(args.kubeconfig.as_deref(), &config.kubernetes.api_root)
+    let client = kubeclient::client(args.kube.kubeconfig.as_deref(), &config.kubernetes)
         .await
         .map_err(Error::Client)?;
     let ovsdb_target = args
         .ovsdb
         .clone()
         .unwrap_or_else(|| Ovsdb::default_target(std::env::var("OVS_RUNDIR").ok().as_deref()));
-    let ovs = OvsBinding::new(Ovsdb::new(&ovsdb_target));
+    let bindings: Arc<dyn crate::binding::Bindings> =
+        Arc::new(NodeBindings::new(OvsBinding::new(Ovsdb::new(&ovsdb_target))));
     let bridge = config
         .neutron_defaults
         .ovs_bridge
@@ -211,7 +170,7 @@ pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
     let health = Arc::new(Health::new(
         config.cni_daemon.cni_failures_count,
         registry.clone(),
-        ovs.clone(),
+        bindings.clone(),
         bridge.clone(),
         client.clone(),
     ));
@@ -225,24 +184,24 @@ pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
             .clone()
             .filter(|_| config.cni_daemon.docker_mode),
     };
-    let daemon = Arc::new(Daemon::new(
-        settings,
-        registry.clone(),
-        state,
-        ovs,
-        metrics.clone(),
-        health.clone(),
-    ));
+    let daemon = Arc::new(
+        Daemon::new(settings, registry.clone(), state, bindings, metrics.clone()).with_health(health.clone()),
+    );
 
     let api_addr = args
         .bind_address
         .clone()
         .unwrap_or_else(|| config.cni_daemon.bind_address.clone());
     let api = bind_api(&api_addr).await?;
-    let health_l = bind_tcp("health server", args.health_bind, config.cni_health_server.port).await?;
-    let metrics_l = bind_tcp(
+    let health_l = http::bind(
+        "health server",
+        args.serve.health_bind,
+        config.cni_health_server.port,
+    )
+    .await?;
+    let metrics_l = http::bind(
         "metrics server",
-        args.metrics_bind,
+        args.serve.metrics_bind,
         config.prometheus_exporter.cni_exporter_port,
     )
     .await?;
@@ -271,20 +230,4 @@ pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
         let _ = std::fs::remove_file(path.trim_start_matches("//"));
     }
     result
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-        }
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-        }
-    }
-    info!("shutdown requested");
 }

@@ -9,9 +9,9 @@ use std::sync::{
     atomic::{AtomicBool, AtomicU32, Ordering},
 };
 
-use axum::{Router, extract::State, http::StatusCode, routing::get};
+use axum::{Router, http::StatusCode};
 
-use crate::{binding::ovs::OvsBinding, registry::Registry};
+use crate::{binding::Bindings, registry::Registry};
 
 /// `CAP_NET_ADMIN`'s bit in `CapEff`.
 const CAP_NET_ADMIN: u32 = 12;
@@ -22,7 +22,7 @@ pub struct Health {
     max_failures: u32,
     watcher_dead: AtomicBool,
     registry: Arc<Registry>,
-    ovs: OvsBinding,
+    bindings: Arc<dyn Bindings>,
     bridge: Option<String>,
     client: kube::Client,
 }
@@ -41,7 +41,7 @@ impl Health {
     pub fn new(
         max_failures: u32,
         registry: Arc<Registry>,
-        ovs: OvsBinding,
+        bindings: Arc<dyn Bindings>,
         bridge: Option<String>,
         client: kube::Client,
     ) -> Self {
@@ -50,7 +50,7 @@ impl Health {
             max_failures,
             watcher_dead: AtomicBool::new(false),
             registry,
-            ovs,
+            bindings,
             bridge,
             client,
         }
@@ -112,39 +112,26 @@ impl Health {
                 format!("Netlink is not usable: {e}"),
             );
         }
-        if let Some(b) = &self.bridge {
-            match self.ovs.ovsdb().bridge(b).await {
-                Ok(Some(_)) => {}
-                Ok(None) => {
-                    return (
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        format!("OVS bridge {b} does not exist."),
-                    );
-                }
-                Err(e) => {
-                    return (
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        format!("OVS is not usable: {e}"),
-                    );
-                }
-            }
+        if let Err(why) = self.bindings.datapath_ready(self.bridge.as_deref()).await {
+            return (StatusCode::INTERNAL_SERVER_ERROR, format!("{why}."));
         }
         (StatusCode::OK, "ok".into())
     }
 }
 
+impl kuryr_runtime::http::Probe for Health {
+    async fn ready(&self) -> (StatusCode, String) {
+        Health::ready(self).await
+    }
+
+    async fn alive(&self) -> (StatusCode, String) {
+        Health::alive(self).await
+    }
+}
+
 /// Router serving `GET /ready` and `GET /alive`.
 pub fn router(health: Arc<Health>) -> Router {
-    Router::new()
-        .route(
-            "/ready",
-            get(|State(h): State<Arc<Health>>| async move { h.ready().await }),
-        )
-        .route(
-            "/alive",
-            get(|State(h): State<Arc<Health>>| async move { h.alive().await }),
-        )
-        .with_state(health)
+    kuryr_runtime::http::health_router(health)
 }
 
 #[cfg(test)]

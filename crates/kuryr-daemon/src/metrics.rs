@@ -1,8 +1,10 @@
 //! Prometheus metrics of the daemon (`[prometheus_exporter] cni_exporter_port`, `GET /metrics`).
 //!
 //! Stable names (the `bench/pod-burst` harness reads them):
-//! `kuryr_cni_request_duration_seconds{command,outcome}` — every request, by CNI verb and `ok` /
-//! error kind (upstream had `{command,error}` with buckets from 10 s; ours resolve milliseconds);
+//! `kuryr_cni_request_duration_seconds{command,outcome,error}` — every request, by CNI verb, `ok`
+//! / error kind, and upstream's `error` label (`True`/`False`, as upstream's exporter wrote the
+//! Python boolean), so upstream's dashboards and alerts keep working (upstream's buckets started
+//! at 10 s; ours resolve milliseconds);
 //! `kuryr_cni_wire_duration_seconds` — the binding of one VIF (veth, addresses, routes, OVS port),
 //! excluding the waits for the KuryrPort and for activation;
 //! `kuryr_cni_active_wait_seconds{signal}` — ADD's wait for activation after wiring, by what
@@ -10,7 +12,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use axum::{Router, extract::State, http::StatusCode, http::header, response::IntoResponse, routing::get};
+use axum::Router;
 use prometheus_client::{
     encoding::{EncodeLabelSet, text::encode},
     metrics::{counter::Counter, family::Family, histogram::Histogram},
@@ -35,6 +37,8 @@ pub struct RequestLabels {
     pub command: String,
     /// `ok` or the error kind.
     pub outcome: String,
+    /// Upstream's label: `True` when the request failed, else `False`.
+    pub error: String,
 }
 
 /// Labels of [`Metrics::active_wait`].
@@ -48,7 +52,7 @@ pub struct SignalLabels {
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
-    /// `kuryr_cni_request_duration_seconds{command,outcome}`.
+    /// `kuryr_cni_request_duration_seconds{command,outcome,error}`.
     pub requests: Family<RequestLabels, Histogram>,
     /// `kuryr_cni_wire_duration_seconds`.
     pub wire: Histogram,
@@ -104,6 +108,7 @@ impl Metrics {
             .get_or_create(&RequestLabels {
                 command: command.to_owned(),
                 outcome: outcome.to_owned(),
+                error: if outcome == "ok" { "False" } else { "True" }.to_owned(),
             })
             .observe(took.as_secs_f64());
     }
@@ -125,27 +130,15 @@ impl Metrics {
     }
 }
 
+impl kuryr_runtime::http::Exposition for Metrics {
+    fn encode(&self) -> Result<String, std::fmt::Error> {
+        Metrics::encode(self)
+    }
+}
+
 /// Router serving `GET /metrics`.
 pub fn router(metrics: Arc<Metrics>) -> Router {
-    Router::new()
-        .route(
-            "/metrics",
-            get(|State(m): State<Arc<Metrics>>| async move {
-                match m.encode() {
-                    Ok(body) => (
-                        StatusCode::OK,
-                        [(
-                            header::CONTENT_TYPE,
-                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                        )],
-                        body,
-                    )
-                        .into_response(),
-                    Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-                }
-            }),
-        )
-        .with_state(metrics)
+    kuryr_runtime::http::metrics_router(metrics)
 }
 
 #[cfg(test)]
@@ -161,7 +154,7 @@ mod tests {
         let text = m.encode().unwrap();
         assert!(
             text.contains(
-                "kuryr_cni_request_duration_seconds_bucket{le=\"0.025\",command=\"ADD\",outcome=\"ok\"} 1"
+                "kuryr_cni_request_duration_seconds_bucket{le=\"0.025\",command=\"ADD\",outcome=\"ok\",error=\"False\"} 1"
             ),
             "{text}"
         );

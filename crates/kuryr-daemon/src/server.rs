@@ -66,7 +66,7 @@ async fn handle(daemon: Arc<Daemon>, verb: Verb, body: Bytes) -> Response {
             daemon.metrics.request(verb.as_str(), e.kind(), took);
             if e.is_internal() {
                 daemon.metrics.failures.inc();
-                let n = daemon.health.failed();
+                let n = daemon.health.as_ref().map_or(0, |h| h.failed());
                 warn!(command = verb.as_str(), failures = n, error = %error_chain(&e), "CNI request failed");
             } else {
                 info!(command = verb.as_str(), error = %error_chain(&e), "CNI request refused");

@@ -7,7 +7,8 @@
 
 use crate::error::Result;
 use crate::model::{NetworkCreate, PortCreate, PortFilter, PortUpdate, ResourceFilter, SubnetCreate};
-use kuryr_core::neutron::{Network, Port, Subnet, TagMode};
+use kuryr_core::neutron::{Network, Port, QuotaUsage, Subnet, SubnetPool, TagMode};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -61,6 +62,16 @@ pub trait Neutron: Send + Sync {
 
     /// One subnet.
     fn get_subnet<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Subnet>>;
+
+    /// The project's quota use per resource (`port`, `subnet`, `network`, `security_group`,
+    /// `security_group_rule`, …).
+    fn quota_details<'a>(
+        &'a self,
+        project_id: &'a str,
+    ) -> BoxFuture<'a, Result<BTreeMap<String, QuotaUsage>>>;
+
+    /// One subnet pool (its IP version decides the version of the subnets taken from it).
+    fn get_subnet_pool<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<SubnetPool>>;
 
     /// Subnets matching `filter`.
     fn list_subnets<'a>(&'a self, filter: &'a ResourceFilter) -> BoxFuture<'a, Result<Vec<Subnet>>>;

@@ -14,7 +14,7 @@ use crate::observe::{NoopObserver, RequestObserver, observed, ops};
 use bytes::Bytes;
 use http::Method;
 use kuryr_config::CloudAuth;
-use kuryr_core::neutron::{EXT_TAG_CREATION, Network, Port, Subnet, TagMode};
+use kuryr_core::neutron::{EXT_TAG_CREATION, Network, Port, QuotaUsage, Subnet, SubnetPool, TagMode};
 use openstack_sdk::AsyncOpenStack;
 use openstack_sdk::api::{BodyError, QueryAsync, QueryParams, RestEndpoint, raw};
 use openstack_sdk::types::ServiceType;

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::model::{NetworkCreate, PortCreate, PortFilter, PortUpdate, ResourceFilter, SubnetCreate};
 use crate::observe::{NoopObserver, RequestObserver, observed, ops};
 use ipam::Cidr;
-use kuryr_core::neutron::{FixedIp, Network, Port, Subnet, TagMode};
+use kuryr_core::neutron::{FixedIp, Network, Port, QuotaUsage, Subnet, SubnetPool, TagMode};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -108,6 +108,8 @@ struct State {
     /// `(router, subnet)` → router port ID.
     router_interfaces: BTreeMap<(String, String), String>,
     faults: Vec<Fault>,
+    /// `binding:vif_details` of ports created from now on.
+    vif_details: serde_json::Map<String, Value>,
     calls: BTreeMap<&'static str, u64>,
     next_id: u64,
 }
@@ -275,6 +277,12 @@ impl FakeNeutron {
             }
             None => false,
         }
+    }
+
+    /// Every port created from now on is bound with these `binding:vif_details` (what a
+    /// mechanism driver reports, e.g. ML2/OVS's `ovs_hybrid_plug`).
+    pub fn bind_with_vif_details(&self, details: serde_json::Map<String, Value>) {
+        self.lock().vif_details = details;
     }
 
     /// Removes a port behind the controller's back (someone else deleted it).

@@ -29,6 +29,6 @@ pub use api::{BoxFuture, Neutron};
 pub use client::OpenStackNeutron;
 pub use connect::{ConnectOptions, install_crypto_provider};
 pub use error::{Error, NeutronFault, Result};
-pub use kuryr_core::neutron::{Network, Port, Subnet, TagMode};
+pub use kuryr_core::neutron::{Network, Port, QuotaUsage, Subnet, SubnetPool, TagMode};
 pub use model::{NetworkCreate, PortCreate, PortFilter, PortUpdate, ResourceFilter, SubnetCreate};
 pub use observe::{CountingObserver, NoopObserver, RequestObserver, ops};

@@ -279,6 +279,8 @@ pub struct SubnetCreate {
     pub cidr: Option<String>,
     /// 4 or 6 (default 4).
     pub ip_version: Option<u8>,
+    /// `enable_dhcp` (`None`: Neutron's default, true). Kuryr's namespace subnets have it off.
+    pub enable_dhcp: Option<bool>,
     /// Description.
     pub description: Option<String>,
     /// Tags (set after creation on Neutron without `tag-creation`).
@@ -292,6 +294,9 @@ impl SubnetCreate {
         m.insert("network_id".into(), json!(self.network_id));
         m.insert("name".into(), json!(self.name));
         m.insert("ip_version".into(), json!(self.ip_version.unwrap_or(4)));
+        if let Some(dhcp) = self.enable_dhcp {
+            m.insert("enable_dhcp".into(), json!(dhcp));
+        }
         let opt = |m: &mut Map<String, Value>, k: &str, v: &Option<String>| {
             if let Some(v) = v {
                 m.insert(k.into(), json!(v));

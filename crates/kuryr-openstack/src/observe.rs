@@ -35,6 +35,10 @@ pub mod ops {
     pub const NETWORK_SET_TAGS: &str = "network_set_tags";
     /// `GET /v2.0/subnets/{id}`.
     pub const SUBNET_GET: &str = "subnet_get";
+    /// `GET /v2.0/quotas/{project}/details`.
+    pub const QUOTA_DETAILS: &str = "quota_details";
+    /// `GET /v2.0/subnetpools/{id}`.
+    pub const SUBNETPOOL_GET: &str = "subnetpool_get";
     /// `GET /v2.0/subnets?...`.
     pub const SUBNET_LIST: &str = "subnet_list";
     /// `POST /v2.0/subnets`.

@@ -3,41 +3,29 @@
 
 use std::{path::Path, sync::Arc};
 
-use kube::{
-    Client,
-    config::{KubeConfigOptions, Kubeconfig},
-};
+use kube::Client;
 use kuryr_openstack::{ConnectOptions, NoopObserver, OpenStackNeutron};
 
 use crate::Error;
 
-/// A Kubernetes client from `kubeconfig`, else the usual inference.
-pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, Error> {
-    let cfg = match kubeconfig {
-        Some(path) => {
-            let kerr = |source| Error::Kubeconfig {
-                path: path.display().to_string(),
-                source,
-            };
-            let kc = Kubeconfig::read_from(path).map_err(kerr)?;
-            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-                .await
-                .map_err(kerr)?
-        }
-        None => kube::Config::infer().await.map_err(Error::InferConfig)?,
-    };
-    Client::try_from(cfg).map_err(Error::Client)
+/// A Kubernetes client: `kubeconfig` if given, else `[kubernetes] api_root` (with its token and
+/// TLS options) of the kuryr.conf `files`, else the usual inference (`KUBECONFIG`, in-cluster) —
+/// the same choice as the controller and the daemon make.
+pub async fn client(kubeconfig: Option<&Path>, files: &[std::path::PathBuf]) -> Result<Client, Error> {
+    let config = config(files)?;
+    kuryr_runtime::kubeclient::client(kubeconfig, &config.kubernetes)
+        .await
+        .map_err(Error::Kube)
 }
 
-/// The configuration of `files` (defaults when none).
+/// The configuration of `files` (defaults when none; lenient: nothing is required of kuryrctl).
 pub fn config(files: &[std::path::PathBuf]) -> Result<kuryr_config::Config, Error> {
-    let sources = kuryr_config::ConfigSources {
-        config_files: files.to_vec(),
-        config_dirs: Vec::new(),
+    let args = kuryr_runtime::ConfigArgs {
+        config_file: files.to_vec(),
+        config_dir: Vec::new(),
     };
     let (config, _warnings) =
-        kuryr_config::load_for(&sources, kuryr_config::Role::Any, &|k| std::env::var(k).ok())
-            .map_err(|e| Error::Config(Box::new(e)))?;
+        kuryr_runtime::load_config(&args, kuryr_config::Role::Any).map_err(|e| Error::Config(Box::new(e)))?;
     Ok(config)
 }
 

@@ -461,5 +461,50 @@ pub fn check_stale_kuryrports(pods: &[Pod], kps: &[KuryrPort]) -> Check {
     }
 }
 
+/// An object carrying finalizers: `(kind, namespace/name, finalizers)`.
+pub type Finalized = (&'static str, String, Vec<String>);
+
+/// Objects whose kuryr finalizer no running kuryr-rs handler removes yet (left by upstream
+/// Kuryr: Services, KuryrLoadBalancers, NetworkPolicies, KuryrNetworkPolicies): deleting them
+/// (or their namespace) hangs until the handlers land or the finalizer is removed by hand.
+pub fn check_unhandled_finalizers(objects: &[Finalized]) -> Check {
+    let stuck: Vec<&Finalized> = objects
+        .iter()
+        .filter(|(_, _, fs)| {
+            fs.iter()
+                .any(|f| f.starts_with(KURYR_FINALIZER_PREFIX) || f.contains(".kuryr.openstack.org"))
+        })
+        .collect();
+    if stuck.is_empty() {
+        return Check {
+            check: "Upstream finalizers",
+            result: Outcome::Success,
+            details:
+                "no Service, KuryrLoadBalancer, NetworkPolicy or KuryrNetworkPolicy carries a kuryr finalizer"
+                    .into(),
+        };
+    }
+    let mut per_kind: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for (kind, _, _) in &stuck {
+        *per_kind.entry(kind).or_default() += 1;
+    }
+    let counts: Vec<String> = per_kind.iter().map(|(k, n)| format!("{n} {k}(s)")).collect();
+    let examples: Vec<String> = stuck.iter().take(5).map(|(k, n, _)| format!("{k} {n}")).collect();
+    Check {
+        check: "Upstream finalizers",
+        result: Outcome::Warning,
+        details: format!(
+            "{} carry kuryr finalizers that kuryr-rs does not handle yet (Services and NetworkPolicy are not \
+             implemented): deleting them or their namespace waits until those handlers run or the finalizer \
+             is removed by hand (e.g. {})",
+            counts.join(", "),
+            examples.join(", ")
+        ),
+    }
+}
+
+/// Prefix of upstream's finalizers (`kuryr.openstack.org/...`).
+const KURYR_FINALIZER_PREFIX: &str = "kuryr.openstack.org/";
+
 #[cfg(test)]
 mod tests;

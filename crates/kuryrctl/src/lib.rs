@@ -15,21 +15,10 @@ pub mod output;
 /// A failed step of a command.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The kubeconfig could not be read or used.
-    #[error("reading kubeconfig {path}")]
-    Kubeconfig {
-        /// Path.
-        path: String,
-        /// Cause.
-        #[source]
-        source: kube::config::KubeconfigError,
-    },
-    /// No Kubernetes client configuration was found.
-    #[error("finding a Kubernetes configuration (use --kubeconfig or KUBECONFIG)")]
-    InferConfig(#[source] kube::config::InferConfigError),
-    /// The Kubernetes client could not be built.
-    #[error("building the Kubernetes client")]
-    Client(#[source] kube::Error),
+    /// No Kubernetes client (`--kubeconfig`, `[kubernetes] api_root` of the kuryr.conf,
+    /// `KUBECONFIG`, in-cluster).
+    #[error("connecting to Kubernetes")]
+    Kube(#[source] kuryr_runtime::kubeclient::Error),
     /// A Kubernetes list failed.
     #[error("listing {what}")]
     List {
@@ -73,21 +62,11 @@ impl Error {
     }
 }
 
-/// An error and its causes on one line.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
-}
+pub use kuryr_runtime::error_chain;
 
 /// Runs `cli`; returns the exit code.
 pub async fn run(cli: cli::Cli) -> Result<u8, Error> {
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    kuryr_runtime::install_crypto();
     let mut out = std::io::stdout().lock();
     commands::run(&cli, &mut out).await
 }

@@ -267,7 +267,8 @@ async fn status_vifs_and_networks_without_neutron() {
     let o = kuryrctl(&bad, &["status"]).await;
     assert_eq!(o.code, 255);
     assert!(
-        o.stderr.starts_with("kuryrctl: reading kubeconfig"),
+        o.stderr
+            .starts_with("kuryrctl: connecting to Kubernetes: reading kubeconfig"),
         "{}",
         o.stderr
     );
@@ -513,7 +514,12 @@ async fn pools_from_the_controller_pool_manager_socket() {
     let in_neutron = fake.ports().len();
     println!("populate(Some(3)) created {created}, Neutron has {in_neutron} ports");
     let sock = env._dir.path().join("run/kuryr_manage.sock");
-    let server = pool::manager::serve(vp, &sock).expect("serve");
+    let manager = pool::manager::Manager {
+        pool: vp,
+        drivers: None,
+        client: None,
+    };
+    let server = pool::manager::serve(manager, &sock).expect("serve");
     let sock_s = sock.to_string_lossy().into_owned();
     let o = kuryrctl(&env.server.kubeconfig, &["pools", "--socket", &sock_s]).await;
     assert_eq!(o.code, 0, "{}", o.stderr);

@@ -3,35 +3,34 @@
 //! `[namespace_subnet] pod_subnet_pool` and its interface on `pod_router`, recorded step by
 //! step in `status` (so a restart resumes where it stopped); on deletion, the network's
 //! pools are freed, the subnet detached and the network deleted before the finalizer goes.
-//! Decisions live in [`plan`], Neutron calls in [`neutron`]; [`janitor`] deletes tagged
-//! namespace networks no KuryrNetwork references (leaks).
+//! Decisions live in [`plan`], Neutron calls in [`neutron`], observation and execution here under
+//! the handler [`scaffold`]; [`janitor`] deletes tagged namespace networks no KuryrNetwork
+//! references (leaks).
 
 pub mod janitor;
 pub mod neutron;
 pub mod plan;
 pub mod pools;
-pub mod support;
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::{
-    Api, ResourceExt,
+    Api, Resource, ResourceExt,
     api::{Patch, PatchParams},
-    runtime::{Controller, controller::Action, watcher},
+    runtime::{Controller, watcher},
 };
 use kuryr_core::config::TagPolicy;
 use kuryr_openstack::Neutron;
 use kuryr_types::{KuryrNetwork, constants::KURYRNETWORK_FINALIZER};
-use serde_json::{Value, json};
-use tracing::{debug, error, info, warn};
+use serde_json::Value;
+use tracing::{error, info};
 
-use crate::Context;
+use super::scaffold::{self, ErrorKind, Flow, Handler, HandlerError, Then, api_code, kube_kind};
+use crate::{Context, finalizer};
 use neutron::NetSettings;
 use plan::Step;
 pub use pools::{NetworkPools, NoPools, PoolAdapter, PoolsError};
-use support::{Backoff, api_code, record};
 
 /// Name of this handler in `[kubernetes] enabled_handlers` and in metrics.
 pub const HANDLER: &str = "kuryrnetwork";
@@ -117,22 +116,29 @@ pub enum Error {
     },
 }
 
-impl Error {
-    /// Reason of the Warning Event (upstream's names where it had one).
-    pub fn event_reason(&self) -> &'static str {
-        match self {
-            Error::CreateNetwork { .. } | Error::Tags(_) => "CreateNetworkFailed",
-            Error::CreateSubnet { .. } | Error::MissingOption(_) => "CreateSubnetFailed",
-            Error::AttachRouter { .. } => "AddingSubnetToRouterFailed",
-            Error::FreePools { .. } | Error::DeleteNetwork { .. } => "DeleteNetworkFailed",
-            Error::GetNamespace { .. } | Error::MissingNamespace(_) | Error::Patch { .. } => {
-                "UpdateKuryrNetworkFailed"
+impl HandlerError for Error {
+    fn kind(&self) -> ErrorKind {
+        let neutron = |e: &kuryr_openstack::Error| {
+            if e.is_retryable() {
+                ErrorKind::Transient
+            } else {
+                ErrorKind::Invalid
             }
+        };
+        match self {
+            Error::Tags(_) | Error::MissingOption(_) => ErrorKind::Invalid,
+            Error::MissingNamespace(_) => ErrorKind::Internal,
+            Error::GetNamespace { source, .. } => kube_kind(source),
+            Error::Patch { source, .. } => kube_kind(source),
+            Error::CreateNetwork { source, .. }
+            | Error::CreateSubnet { source, .. }
+            | Error::AttachRouter { source, .. }
+            | Error::DeleteNetwork { source, .. } => neutron(source),
+            Error::FreePools { .. } => ErrorKind::Transient,
         }
     }
 
-    /// Label of the `outcome` of `kuryr_reconcile_total`.
-    pub fn metric_label(&self) -> &'static str {
+    fn metric_label(&self) -> &'static str {
         match self {
             Error::Tags(_) => "tags",
             Error::MissingNamespace(_) => "missing_namespace",
@@ -146,10 +152,26 @@ impl Error {
             Error::DeleteNetwork { .. } => "delete_network",
         }
     }
+
+    /// Upstream's names where it had one.
+    fn event_reason(&self) -> Option<&'static str> {
+        if self.kind() == ErrorKind::Conflict {
+            return None;
+        }
+        Some(match self {
+            Error::CreateNetwork { .. } | Error::Tags(_) => "CreateNetworkFailed",
+            Error::CreateSubnet { .. } | Error::MissingOption(_) => "CreateSubnetFailed",
+            Error::AttachRouter { .. } => "AddingSubnetToRouterFailed",
+            Error::FreePools { .. } | Error::DeleteNetwork { .. } => "DeleteNetworkFailed",
+            Error::GetNamespace { .. } | Error::MissingNamespace(_) | Error::Patch { .. } => {
+                "UpdateKuryrNetworkFailed"
+            }
+        })
+    }
 }
 
-/// The handler's context.
-pub struct KnContext {
+/// The handler: Neutron, the pools to free, the namespace subnet driver's settings.
+pub struct KnHandler {
     /// Shared controller context.
     pub ctx: Arc<Context>,
     /// Neutron.
@@ -158,11 +180,10 @@ pub struct KnContext {
     pub pools: Arc<dyn NetworkPools>,
     /// Subnet pool, router, MTU and tags.
     pub settings: NetSettings,
-    backoff: Backoff,
 }
 
-impl KnContext {
-    /// A context from the configuration in `ctx`.
+impl KnHandler {
+    /// The handler from the configuration in `ctx`.
     pub fn new(
         ctx: Arc<Context>,
         neutron: Arc<dyn Neutron>,
@@ -174,7 +195,6 @@ impl KnContext {
             neutron,
             pools,
             settings,
-            backoff: Backoff::default(),
         })
     }
 }
@@ -192,92 +212,215 @@ pub fn net_settings(config: &kuryr_config::Config) -> Result<NetSettings, Error>
 }
 
 /// Runs the handler with the Neutron client and pools of [`Context::openstack`] (what
-/// `cli::spawn_handlers` starts); without them, or with invalid settings, the handler is
-/// reported dead at once.
+/// `cli::spawn_handlers` starts), with its janitor beside it; without them, or with invalid
+/// settings, the handler is reported dead at once.
 pub async fn start(ctx: Arc<Context>) {
     let Some(os) = ctx.openstack.clone() else {
         error!(handler = HANDLER, "no OpenStack connection in the context");
         return ctx.health.handler_died(HANDLER);
     };
     let pools: Arc<dyn NetworkPools> = Arc::new(PoolAdapter(os.pool.clone()));
-    match KnContext::new(ctx.clone(), os.neutron.clone(), pools) {
-        Ok(k) => run(Arc::new(k)).await,
+    let handler = match KnHandler::new(ctx.clone(), os.neutron.clone(), pools) {
+        Ok(k) => Arc::new(k),
         Err(e) => {
             error!(handler = HANDLER, error = %crate::error_chain(&e), "cannot start");
-            ctx.health.handler_died(HANDLER);
+            return ctx.health.handler_died(HANDLER);
         }
-    }
-}
-
-/// Runs the handler until its watch ends; reports sync and death to [`Context::health`].
-pub async fn run(kctx: Arc<KnContext>) {
-    let ctx = kctx.ctx.clone();
+    };
     let api: Api<KuryrNetwork> = Api::all(ctx.client.clone());
     let controller = Controller::new(api, watcher::Config::default());
-    let store = controller.store();
-    let health = ctx.health.clone();
-    let synced = async move {
-        support::wait_ready(&store, HANDLER).await;
-        info!(handler = HANDLER, "KuryrNetwork watcher synced");
-        health.synced();
-        std::future::pending::<()>().await;
+    let janitor = {
+        let (store, h) = (controller.store(), handler.clone());
+        async move {
+            let interval = h.ctx.config.vif_pool.ports_pool_janitor_interval;
+            janitor::Janitor::default()
+                .run(h.neutron.as_ref(), &h.settings, store, interval)
+                .await
+        }
     };
-    let janitor_store = controller.store();
-    let janitor_ctx = kctx.clone();
-    let janitor = async move {
-        let j = janitor::Janitor::default();
-        let interval = janitor_ctx.ctx.config.vif_pool.ports_pool_janitor_interval;
-        j.run(
-            janitor_ctx.neutron.as_ref(),
-            &janitor_ctx.settings,
-            janitor_store,
-            interval,
-        )
-        .await
-    };
-    let reconciler = controller
-        .run(reconcile, error_policy, kctx)
-        .for_each(|res| async move {
-            match res {
-                Ok((obj, _)) => debug!(ns = ?obj.namespace, kn = %obj.name, "reconciled"),
-                Err(e) => support::log_controller_error(HANDLER, &e),
-            }
-        });
-    tokio::select! {
-        _ = reconciler => {}
-        _ = synced => {}
-        _ = janitor => {}
-    }
-    warn!(handler = HANDLER, "handler loop ended");
-    ctx.health.handler_died(HANDLER);
+    scaffold::run(ctx, handler, controller, async {}, janitor).await;
 }
 
 fn key(kn: &KuryrNetwork) -> String {
     format!("{}/{}", kn.namespace().unwrap_or_default(), kn.name_any())
 }
 
-/// Reconciles one KuryrNetwork; counts the outcome and records a Warning Event on failure.
-pub async fn reconcile(kn: Arc<KuryrNetwork>, kctx: Arc<KnContext>) -> Result<Action, Error> {
-    let ctx = &kctx.ctx;
-    let res = apply(KuryrNetwork::clone(&kn), &kctx).await;
-    match &res {
-        Ok(_) => {
-            ctx.metrics.reconciled(HANDLER, "ok");
-            kctx.backoff.succeeded(&key(&kn));
-        }
-        Err(e) => {
-            ctx.metrics.reconciled(HANDLER, e.metric_label());
-            let chain = crate::error_chain(e);
-            warn!(kn = %key(&kn), error = %chain, "KuryrNetwork handler failed");
-            record(ctx, kn.as_ref(), true, e.event_reason(), chain).await;
-        }
-    }
-    res
+/// What the KuryrNetwork plan looks at: the object as last written (each step records its
+/// result in `status`), and the namespace's UID once read.
+pub struct KnObserved {
+    /// The KuryrNetwork.
+    pub kn: KuryrNetwork,
+    /// Its namespace.
+    pub ns: String,
+    /// The namespace's name as recorded in `spec.nsName` (else the KuryrNetwork's namespace).
+    pub ns_name: String,
+    /// The namespace's UID: not read yet / read (`None` once the namespace is gone).
+    pub ns_uid: Option<Option<String>>,
 }
 
-/// Retry policy: exponential per KuryrNetwork, 1 s doubling to 60 s.
-pub fn error_policy(kn: Arc<KuryrNetwork>, _error: &Error, kctx: Arc<KnContext>) -> Action {
-    Action::requeue(kctx.backoff.failed(&key(&kn)))
+impl Handler for KnHandler {
+    type Object = KuryrNetwork;
+    type Observed = KnObserved;
+    type Step = Step;
+    type Error = Error;
+    const NAME: &'static str = HANDLER;
+
+    async fn observe(&self, kn: &Arc<KuryrNetwork>, _live: bool) -> Result<KnObserved, Error> {
+        let ns = kn
+            .namespace()
+            .ok_or_else(|| Error::MissingNamespace(kn.name_any()))?;
+        let ns_name = if kn.spec.ns_name.is_empty() {
+            ns.clone()
+        } else {
+            kn.spec.ns_name.clone()
+        };
+        Ok(KnObserved {
+            kn: KuryrNetwork::clone(kn),
+            ns,
+            ns_name,
+            ns_uid: None,
+        })
+    }
+
+    fn plan(&self, o: &KnObserved) -> scaffold::Plan<Step> {
+        plan::plan(&o.kn)
+    }
+
+    async fn execute(&self, o: &KnObserved, step: Step) -> Result<Flow<KnObserved>, Error> {
+        let (ctx, neutron, s) = (&self.ctx, self.neutron.as_ref(), &self.settings);
+        let (kn, ns) = (&o.kn, &o.ns);
+        let api: Api<KuryrNetwork> = Api::namespaced(ctx.client.clone(), ns);
+        let target = kn.object_ref(&());
+        let mut ns_uid = o.ns_uid.clone();
+        let updated = match step {
+            Step::Done | Step::Gone => return Ok(Flow::Stop(Then::Periodic)),
+            Step::AddFinalizer => {
+                match finalizer::add(&api, kn, KURYRNETWORK_FINALIZER).await {
+                    Ok(()) => {}
+                    Err(e) if api_code(&e) == Some(404) => return Ok(Flow::Stop(Then::AwaitChange)),
+                    Err(source) => {
+                        return Err(Error::Patch {
+                            what: "finalizers",
+                            kn: key(kn),
+                            source: Box::new(source),
+                        });
+                    }
+                }
+                let mut k = kn.clone();
+                k.metadata
+                    .finalizers
+                    .get_or_insert_with(Vec::new)
+                    .push(KURYRNETWORK_FINALIZER.to_owned());
+                Some(k)
+            }
+            Step::CreateNetwork => {
+                if ns_uid.is_none() {
+                    ns_uid = Some(namespace_uid(ctx, ns).await?);
+                }
+                let uid = ns_uid.clone().flatten();
+                let (net, created) =
+                    neutron::ensure_network(neutron, s, &kn.spec.project_id, uid.as_deref(), &o.ns_name)
+                        .await
+                        .map_err(|source| Error::CreateNetwork {
+                            ns: ns.clone(),
+                            source,
+                        })?;
+                if created {
+                    let note = format!("network {} created", net.id);
+                    ctx.events
+                        .normal(&target, "CreateNetworkSucceed", note, "Reconcile")
+                        .await;
+                }
+                patch(&api, kn, "status.netId", &plan::status_net(&net.id)).await?
+            }
+            Step::CreateSubnet => {
+                if s.subnet_pool.is_none() {
+                    return Err(Error::MissingOption("pod_subnet_pool"));
+                }
+                if ns_uid.is_none() {
+                    ns_uid = Some(namespace_uid(ctx, ns).await?);
+                }
+                let uid = ns_uid.clone().flatten();
+                let net_id = kn
+                    .status
+                    .as_ref()
+                    .and_then(|st| st.net_id.clone())
+                    .unwrap_or_default();
+                let (sub, created) = neutron::ensure_subnet(
+                    neutron,
+                    s,
+                    &kn.spec.project_id,
+                    &net_id,
+                    uid.as_deref(),
+                    &o.ns_name,
+                )
+                .await
+                .map_err(|source| Error::CreateSubnet {
+                    ns: ns.clone(),
+                    source,
+                })?;
+                if created {
+                    let note = format!("subnet {} ({}) created", sub.id, sub.cidr);
+                    ctx.events
+                        .normal(&target, "CreateSubnetSucceed", note, "Reconcile")
+                        .await;
+                }
+                patch(
+                    &api,
+                    kn,
+                    "status.subnetId",
+                    &plan::status_subnet(&sub.id, &sub.cidr),
+                )
+                .await?
+            }
+            Step::AttachRouter => {
+                let router = s.router.clone().ok_or(Error::MissingOption("pod_router"))?;
+                let sub_id = kn
+                    .status
+                    .as_ref()
+                    .and_then(|st| st.subnet_id.clone())
+                    .unwrap_or_default();
+                neutron::attach(neutron, &router, &sub_id)
+                    .await
+                    .map_err(|source| Error::AttachRouter {
+                        ns: ns.clone(),
+                        router: router.clone(),
+                        source,
+                    })?;
+                let note = format!("subnet {sub_id} attached to router {router}");
+                ctx.events
+                    .normal(&target, "AddingSubnetToRouterSucceed", note, "Reconcile")
+                    .await;
+                patch(&api, kn, "status.routerId", &plan::status_router(&router)).await?
+            }
+            Step::SyncLabels => patch(&api, kn, "status.nsLabels", &plan::status_labels(kn)).await?,
+            Step::Finalize => {
+                finalize(kn, self, ns, &o.ns_name).await?;
+                match finalizer::remove(&api, kn, KURYRNETWORK_FINALIZER).await {
+                    Ok(()) => {}
+                    Err(e) if api_code(&e) == Some(404) => {}
+                    Err(source) => {
+                        return Err(Error::Patch {
+                            what: "finalizers",
+                            kn: key(kn),
+                            source: Box::new(source),
+                        });
+                    }
+                }
+                info!(%ns, "KuryrNetwork released");
+                return Ok(Flow::Stop(Then::AwaitChange));
+            }
+        };
+        Ok(match updated {
+            Some(kn) => Flow::Replan(KnObserved {
+                kn,
+                ns: o.ns.clone(),
+                ns_name: o.ns_name.clone(),
+                ns_uid,
+            }),
+            None => Flow::Stop(Then::AwaitChange),
+        })
+    }
 }
 
 /// Writes `patch` (merge) to `kn`; `None` when the KuryrNetwork is gone.
@@ -313,132 +456,8 @@ async fn namespace_uid(ctx: &Context, ns: &str) -> Result<Option<String>, Error>
     }
 }
 
-async fn apply(mut kn: KuryrNetwork, kctx: &KnContext) -> Result<Action, Error> {
-    let ctx = &kctx.ctx;
-    let neutron = kctx.neutron.as_ref();
-    let s = &kctx.settings;
-    let ns = kn
-        .namespace()
-        .ok_or_else(|| Error::MissingNamespace(kn.name_any()))?;
-    let api: Api<KuryrNetwork> = Api::namespaced(ctx.client.clone(), &ns);
-    let project = kn.spec.project_id.clone();
-    let ns_name = if kn.spec.ns_name.is_empty() {
-        ns.clone()
-    } else {
-        kn.spec.ns_name.clone()
-    };
-    let mut ns_uid: Option<Option<String>> = None;
-    // Each step changes the state `next_step` looks at; the bound only guards against a
-    // server that ignores our writes.
-    for _ in 0..8 {
-        let step = plan::next_step(&kn);
-        debug!(%ns, ?step, "KuryrNetwork step");
-        let updated = match step {
-            Step::Done | Step::Gone => break,
-            Step::AddFinalizer => {
-                let mut f = kn.finalizers().to_vec();
-                f.push(KURYRNETWORK_FINALIZER.to_owned());
-                let p = json!({"metadata": {"finalizers": f, "resourceVersion": kn.resource_version()}});
-                patch(&api, &kn, "finalizers", &p).await?
-            }
-            Step::CreateNetwork => {
-                if ns_uid.is_none() {
-                    ns_uid = Some(namespace_uid(ctx, &ns).await?);
-                }
-                let uid = ns_uid.clone().flatten();
-                let (net, created) = neutron::ensure_network(neutron, s, &project, uid.as_deref(), &ns_name)
-                    .await
-                    .map_err(|source| Error::CreateNetwork {
-                        ns: ns.clone(),
-                        source,
-                    })?;
-                if created {
-                    record(
-                        ctx,
-                        &kn,
-                        false,
-                        "CreateNetworkSucceed",
-                        format!("network {} created", net.id),
-                    )
-                    .await;
-                }
-                patch(&api, &kn, "status.netId", &plan::status_net(&net.id)).await?
-            }
-            Step::CreateSubnet => {
-                if s.subnet_pool.is_none() {
-                    return Err(Error::MissingOption("pod_subnet_pool"));
-                }
-                if ns_uid.is_none() {
-                    ns_uid = Some(namespace_uid(ctx, &ns).await?);
-                }
-                let uid = ns_uid.clone().flatten();
-                let net_id = kn
-                    .status
-                    .as_ref()
-                    .and_then(|st| st.net_id.clone())
-                    .unwrap_or_default();
-                let (sub, created) =
-                    neutron::ensure_subnet(neutron, s, &project, &net_id, uid.as_deref(), &ns_name)
-                        .await
-                        .map_err(|source| Error::CreateSubnet {
-                            ns: ns.clone(),
-                            source,
-                        })?;
-                if created {
-                    let note = format!("subnet {} ({}) created", sub.id, sub.cidr);
-                    record(ctx, &kn, false, "CreateSubnetSucceed", note).await;
-                }
-                patch(
-                    &api,
-                    &kn,
-                    "status.subnetId",
-                    &plan::status_subnet(&sub.id, &sub.cidr),
-                )
-                .await?
-            }
-            Step::AttachRouter => {
-                let router = s.router.clone().ok_or(Error::MissingOption("pod_router"))?;
-                let sub_id = kn
-                    .status
-                    .as_ref()
-                    .and_then(|st| st.subnet_id.clone())
-                    .unwrap_or_default();
-                neutron::attach(neutron, &router, &sub_id)
-                    .await
-                    .map_err(|source| Error::AttachRouter {
-                        ns: ns.clone(),
-                        router: router.clone(),
-                        source,
-                    })?;
-                let note = format!("subnet {sub_id} attached to router {router}");
-                record(ctx, &kn, false, "AddingSubnetToRouterSucceed", note).await;
-                patch(&api, &kn, "status.routerId", &plan::status_router(&router)).await?
-            }
-            Step::SyncLabels => patch(&api, &kn, "status.nsLabels", &plan::status_labels(&kn)).await?,
-            Step::Finalize => {
-                finalize(&kn, kctx, &ns, &ns_name).await?;
-                let f = plan::finalizers_without_ours(&kn);
-                let p = json!({"metadata": {"finalizers": f, "resourceVersion": kn.resource_version()}});
-                let out = patch(&api, &kn, "finalizers", &p).await?;
-                info!(%ns, "KuryrNetwork released");
-                out
-            }
-        };
-        match updated {
-            Some(k) => kn = k,
-            None => break,
-        }
-    }
-    let period = ctx.config.kubernetes.watch_reconcile_period;
-    Ok(if period.is_zero() {
-        Action::await_change()
-    } else {
-        Action::requeue(period)
-    })
-}
-
 /// Frees the pools and deletes the Neutron side of `kn`.
-async fn finalize(kn: &KuryrNetwork, kctx: &KnContext, ns: &str, ns_name: &str) -> Result<(), Error> {
+async fn finalize(kn: &KuryrNetwork, kctx: &KnHandler, ns: &str, ns_name: &str) -> Result<(), Error> {
     let neutron = kctx.neutron.as_ref();
     let s = &kctx.settings;
     let st = kn.status.clone().unwrap_or_default();

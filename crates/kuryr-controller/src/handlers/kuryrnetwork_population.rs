@@ -6,19 +6,18 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::{
     Api, ResourceExt,
     api::{Patch, PatchParams},
-    runtime::{Controller, controller::Action, watcher},
+    runtime::{Controller, watcher},
 };
 use kuryr_types::KuryrNetwork;
 use tracing::{debug, error, info, warn};
 
-use super::kuryrnetwork::{
-    NetworkPools, PoolAdapter, PoolsError, plan,
-    support::{self, Backoff, api_code, record},
+use super::{
+    kuryrnetwork::{NetworkPools, PoolAdapter, PoolsError, plan::status_populated},
+    scaffold::{self, ErrorKind, Flow, Handler, HandlerError, Plan, Then, api_code, kube_kind},
 };
 use crate::{
     Context,
@@ -56,15 +55,61 @@ pub enum Error {
     },
 }
 
-impl Error {
-    /// Label of the `outcome` of `kuryr_reconcile_total`.
-    pub fn metric_label(&self) -> &'static str {
+impl HandlerError for Error {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Patch { source, .. } => kube_kind(source),
+            Error::NodesNotSynced | Error::Populate { .. } => ErrorKind::Transient,
+        }
+    }
+
+    fn metric_label(&self) -> &'static str {
         match self {
             Error::Patch { .. } => "patch",
             Error::NodesNotSynced => "nodes_not_synced",
             Error::Populate { .. } => "populate",
         }
     }
+
+    fn event_reason(&self) -> Option<&'static str> {
+        match self {
+            // Startup: the node cache lags the KuryrNetwork watch; not worth an Event.
+            Error::NodesNotSynced => None,
+            _ if self.kind() == ErrorKind::Conflict => None,
+            _ => Some("FailToPopulateVIFPool"),
+        }
+    }
+}
+
+/// One step of the population handler.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Mark `status.populated = true` first, so two passes never populate twice.
+    MarkPopulated,
+    /// Fill the namespace network's pool on these nodes (on failure `populated` goes back to
+    /// false and the pass is retried).
+    Populate(Vec<String>),
+}
+
+/// What the population plan looks at.
+pub struct PopObserved {
+    /// The KuryrNetwork.
+    pub kn: Arc<KuryrNetwork>,
+    /// Ready, schedulable nodes (read only when a population is wanted).
+    pub hosts: Vec<String>,
+}
+
+/// The plan (pure): mark, then populate every ready node, once the network is complete and
+/// not populated yet.
+pub fn plan(o: &PopObserved) -> Plan<Step> {
+    if !wants_population(&o.kn) {
+        return Plan::nothing("nothing to populate", Then::AwaitChange);
+    }
+    Plan::steps(
+        "namespace network ready, not populated",
+        vec![Step::MarkPopulated, Step::Populate(o.hosts.clone())],
+        Then::AwaitChange,
+    )
 }
 
 /// Whether `kn` is to be populated now: its network, subnet and router interface exist (the
@@ -101,30 +146,26 @@ pub fn node_ready(node: &Node) -> bool {
     ready && !unschedulable
 }
 
-/// The handler's context.
-pub struct PopContext {
-    /// Shared controller context.
-    pub ctx: Arc<Context>,
+/// The handler: the pools to fill, the security groups of the pre-created ports, the nodes.
+pub struct PopHandler {
+    /// Kubernetes.
+    pub client: kube::Client,
     /// The pools to fill.
     pub pools: Arc<dyn NetworkPools>,
     /// Security groups of the pre-created ports.
     pub security_groups: SecurityGroupsDriver,
     /// Nodes.
     pub nodes: Reflected<Node>,
-    backoff: Backoff,
 }
 
-impl PopContext {
-    /// A context; starts the node cache (needs a Tokio runtime).
-    pub fn new(ctx: Arc<Context>, pools: Arc<dyn NetworkPools>) -> Result<Self, crate::drivers::DriverError> {
-        let security_groups = SecurityGroupsDriver::from_config(&ctx.config)?;
-        let nodes = Reflected::spawn(Api::all(ctx.client.clone()), "nodes")?;
+impl PopHandler {
+    /// The handler; starts the node cache (needs a Tokio runtime).
+    pub fn new(ctx: &Context, pools: Arc<dyn NetworkPools>) -> Result<Self, crate::drivers::DriverError> {
         Ok(Self {
-            ctx,
+            client: ctx.client.clone(),
             pools,
-            security_groups,
-            nodes,
-            backoff: Backoff::default(),
+            security_groups: SecurityGroupsDriver::from_config(&ctx.config)?,
+            nodes: Reflected::spawn(Api::all(ctx.client.clone()), "nodes")?,
         })
     }
 }
@@ -137,134 +178,116 @@ pub async fn start(ctx: Arc<Context>) {
         return ctx.health.handler_died(HANDLER);
     };
     let pools: Arc<dyn NetworkPools> = Arc::new(PoolAdapter(os.pool.clone()));
-    match PopContext::new(ctx.clone(), pools) {
-        Ok(p) => run(Arc::new(p)).await,
+    let handler = match PopHandler::new(&ctx, pools) {
+        Ok(p) => Arc::new(p),
         Err(e) => {
             error!(handler = HANDLER, error = %crate::error_chain(&e), "cannot start");
-            ctx.health.handler_died(HANDLER);
+            return ctx.health.handler_died(HANDLER);
         }
-    }
-}
-
-/// Runs the handler until its watch ends.
-pub async fn run(pctx: Arc<PopContext>) {
-    let ctx = pctx.ctx.clone();
+    };
     let api: Api<KuryrNetwork> = Api::all(ctx.client.clone());
     let controller = Controller::new(api, watcher::Config::default());
-    let store = controller.store();
-    let health = ctx.health.clone();
-    let synced = async move {
-        support::wait_ready(&store, HANDLER).await;
-        info!(handler = HANDLER, "KuryrNetwork (population) watcher synced");
-        health.synced();
-        std::future::pending::<()>().await;
-    };
-    let reconciler = controller
-        .run(reconcile, error_policy, pctx)
-        .for_each(|res| async move {
-            if let Err(e) = res {
-                support::log_controller_error(HANDLER, &e);
-            }
-        });
-    tokio::select! {
-        _ = reconciler => {}
-        _ = synced => {}
-    }
-    warn!(handler = HANDLER, "handler loop ended");
-    ctx.health.handler_died(HANDLER);
+    scaffold::run(ctx, handler, controller, async {}, async {}).await;
 }
 
 fn key(kn: &KuryrNetwork) -> String {
     kn.namespace().unwrap_or_default()
 }
 
-/// Reconciles one KuryrNetwork.
-pub async fn reconcile(kn: Arc<KuryrNetwork>, pctx: Arc<PopContext>) -> Result<Action, Error> {
-    let ctx = &pctx.ctx;
-    if !wants_population(&kn) {
-        return Ok(Action::await_change());
-    }
-    if !pctx.nodes.is_synced() {
-        // Startup: the node cache lags the KuryrNetwork watch; not worth an Event.
-        return Ok(Action::requeue(std::time::Duration::from_millis(500)));
-    }
-    let res = populate(&kn, &pctx).await;
-    match &res {
-        Ok(_) => {
-            ctx.metrics.reconciled(HANDLER, "ok");
-            pctx.backoff.succeeded(&key(&kn));
+impl PopHandler {
+    async fn set_populated(&self, kn: &KuryrNetwork, populated: bool) -> Result<bool, Error> {
+        let ns = key(kn);
+        let api: Api<KuryrNetwork> = Api::namespaced(self.client.clone(), &ns);
+        match api
+            .patch(
+                &kn.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&status_populated(populated)),
+            )
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) if api_code(&e) == Some(404) => Ok(false),
+            Err(source) => Err(Error::Patch {
+                ns,
+                populated,
+                source,
+            }),
         }
-        Err(e) => {
-            ctx.metrics.reconciled(HANDLER, e.metric_label());
-            let chain = crate::error_chain(e);
-            warn!(ns = %key(&kn), error = %chain, "population failed");
-            record(ctx, kn.as_ref(), true, "FailToPopulateVIFPool", chain).await;
-            // Let the next pass try again.
-            if let Err(e2) = set_populated(ctx, &kn, false).await {
-                warn!(ns = %key(&kn), error = %crate::error_chain(&e2), "resetting populated failed");
+    }
+}
+
+impl Handler for PopHandler {
+    type Object = KuryrNetwork;
+    type Observed = PopObserved;
+    type Step = Step;
+    type Error = Error;
+    const NAME: &'static str = HANDLER;
+
+    async fn observe(&self, kn: &Arc<KuryrNetwork>, _live: bool) -> Result<PopObserved, Error> {
+        let mut hosts = Vec::new();
+        if wants_population(kn) {
+            if !self.nodes.is_synced() {
+                return Err(Error::NodesNotSynced);
+            }
+            hosts = self
+                .nodes
+                .store()
+                .state()
+                .iter()
+                .filter(|n| node_ready(n))
+                .map(|n| n.name_any())
+                .collect();
+            hosts.sort();
+        }
+        Ok(PopObserved {
+            kn: kn.clone(),
+            hosts,
+        })
+    }
+
+    fn plan(&self, o: &PopObserved) -> Plan<Step> {
+        plan(o)
+    }
+
+    async fn execute(&self, o: &PopObserved, step: Step) -> Result<Flow<PopObserved>, Error> {
+        let kn = o.kn.as_ref();
+        let ns = key(kn);
+        match step {
+            Step::MarkPopulated => {
+                if !self.set_populated(kn, true).await? {
+                    return Ok(Flow::Stop(Then::AwaitChange));
+                }
+            }
+            Step::Populate(hosts) => {
+                let target = target_of(kn, &self.security_groups);
+                // All nodes at once: each is one bulk request, bounded by the pool's own limit.
+                let results =
+                    futures::future::join_all(hosts.iter().map(|host| self.pools.populate(host, &target)))
+                        .await;
+                let mut created = 0;
+                let mut failure = None;
+                for r in results {
+                    match r {
+                        Ok(n) => created += n,
+                        Err(source) => {
+                            failure.get_or_insert(source);
+                        }
+                    }
+                }
+                if let Some(source) = failure {
+                    // Let the next pass try again.
+                    if let Err(e2) = self.set_populated(kn, false).await {
+                        warn!(%ns, error = %crate::error_chain(&e2), "resetting populated failed");
+                    }
+                    return Err(Error::Populate { ns, source });
+                }
+                info!(%ns, network = %target.network_id, nodes = hosts.len(), ports = created, "namespace pools populated");
+                debug!(%ns, ?hosts, "populated nodes");
             }
         }
+        Ok(Flow::Next)
     }
-    res
-}
-
-/// Retry policy: exponential per KuryrNetwork.
-pub fn error_policy(kn: Arc<KuryrNetwork>, _error: &Error, pctx: Arc<PopContext>) -> Action {
-    Action::requeue(pctx.backoff.failed(&key(&kn)))
-}
-
-async fn set_populated(ctx: &Context, kn: &KuryrNetwork, populated: bool) -> Result<bool, Error> {
-    let ns = key(kn);
-    let api: Api<KuryrNetwork> = Api::namespaced(ctx.client.clone(), &ns);
-    match api
-        .patch(
-            &kn.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&plan::status_populated(populated)),
-        )
-        .await
-    {
-        Ok(_) => Ok(true),
-        Err(e) if api_code(&e) == Some(404) => Ok(false),
-        Err(source) => Err(Error::Patch {
-            ns,
-            populated,
-            source,
-        }),
-    }
-}
-
-async fn populate(kn: &KuryrNetwork, pctx: &PopContext) -> Result<Action, Error> {
-    if !pctx.nodes.is_synced() {
-        return Err(Error::NodesNotSynced);
-    }
-    let ns = key(kn);
-    if !set_populated(&pctx.ctx, kn, true).await? {
-        return Ok(Action::await_change());
-    }
-    let target = target_of(kn, &pctx.security_groups);
-    let mut hosts: Vec<String> = pctx
-        .nodes
-        .store()
-        .state()
-        .iter()
-        .filter(|n| node_ready(n))
-        .map(|n| n.name_any())
-        .collect();
-    hosts.sort();
-    // All nodes at once: each is one bulk request, bounded by the pool's own limit.
-    let results =
-        futures::future::join_all(hosts.iter().map(|host| pctx.pools.populate(host, &target))).await;
-    let mut created = 0;
-    for r in results {
-        created += r.map_err(|source| Error::Populate {
-            ns: ns.clone(),
-            source,
-        })?;
-    }
-    info!(%ns, network = %target.network_id, nodes = hosts.len(), ports = created, "namespace pools populated");
-    debug!(%ns, ?hosts, "populated nodes");
-    Ok(Action::await_change())
 }
 
 #[cfg(test)]

@@ -1,12 +1,63 @@
-//! The controller's handlers, one module per watched kind (upstream's `enabled_handlers`).
+//! The controller's handlers, one module per watched kind (upstream's `enabled_handlers`), all
+//! written on the one [`scaffold`], and [`HANDLERS`]: the one list of what kuryr-controller runs.
 
 pub mod kuryrnetwork;
 pub mod kuryrnetwork_population;
 pub mod kuryrport;
 pub mod namespace;
 pub mod pod;
+pub mod scaffold;
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
+
+use futures::future::BoxFuture;
+
+use crate::Context;
+
+/// A handler kuryr-controller can run.
+pub struct HandlerSpec {
+    /// Its name in `[kubernetes] enabled_handlers`.
+    pub name: &'static str,
+    /// It talks to Neutron (the controller connects only when an enabled handler does).
+    pub needs_openstack: bool,
+    /// Runs it until its watches end.
+    pub start: fn(Arc<Context>) -> BoxFuture<'static, ()>,
+}
+
+/// Every handler kuryr-controller implements, in the order they start. (kuryr-config's
+/// `supported::IMPLEMENTED_HANDLERS` must name the same ones: a test checks it.)
+pub const HANDLERS: &[HandlerSpec] = &[
+    HandlerSpec {
+        name: pod::HANDLER,
+        needs_openstack: false,
+        start: |ctx| Box::pin(pod::run(ctx)),
+    },
+    HandlerSpec {
+        name: kuryrport::HANDLER,
+        needs_openstack: true,
+        start: |ctx| Box::pin(kuryrport::run(ctx)),
+    },
+    HandlerSpec {
+        name: namespace::HANDLER,
+        needs_openstack: true,
+        start: |ctx| Box::pin(namespace::start(ctx)),
+    },
+    HandlerSpec {
+        name: kuryrnetwork::HANDLER,
+        needs_openstack: true,
+        start: |ctx| Box::pin(kuryrnetwork::start(ctx)),
+    },
+    HandlerSpec {
+        name: kuryrnetwork_population::HANDLER,
+        needs_openstack: true,
+        start: |ctx| Box::pin(kuryrnetwork_population::start(ctx)),
+    },
+];
+
+/// The spec of handler `name`, if kuryr-controller implements it.
+pub fn find(name: &str) -> Option<&'static HandlerSpec> {
+    HANDLERS.iter().find(|h| h.name == name)
+}
 
 use kube::{Resource, runtime::reflector::Store};
 use tracing::warn;
@@ -29,5 +80,18 @@ where
             }
             Err(_elapsed) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_handler_list_is_the_one_kuryr_config_accepts() {
+        let ours: Vec<&str> = super::HANDLERS.iter().map(|h| h.name).collect();
+        let mut a = ours.clone();
+        let mut b = kuryr_config::supported::IMPLEMENTED_HANDLERS.to_vec();
+        a.sort_unstable();
+        b.sort_unstable();
+        assert_eq!(a, b);
     }
 }

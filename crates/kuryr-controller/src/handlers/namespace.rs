@@ -7,18 +7,17 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::{
     Api, ResourceExt,
     api::{ListParams, Patch, PatchParams, PostParams},
-    runtime::{Controller, controller::Action, reflector::ObjectRef, watcher},
+    runtime::{Controller, reflector::ObjectRef, watcher},
 };
 use kuryr_types::{KuryrNetwork, KuryrNetworkSpec, constants::KURYRNETWORK_FINALIZER};
 use serde_json::json;
-use tracing::{debug, error, info, warn};
+use tracing::{debug, error, info};
 
-use super::kuryrnetwork::support::{self, Backoff, api_code, record};
+use super::scaffold::{self, ErrorKind, Flow, Handler, HandlerError, Plan, Then, api_code, kube_kind};
 use crate::{
     Context,
     drivers::{DriverError, NamespaceProjectDriver, Reflected},
@@ -71,9 +70,19 @@ pub enum Error {
     },
 }
 
-impl Error {
-    /// Label of the `outcome` of `kuryr_reconcile_total`.
-    pub fn metric_label(&self) -> &'static str {
+impl HandlerError for Error {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Project { source, .. } if source.is_transient() => ErrorKind::Transient,
+            Error::Project { .. } => ErrorKind::Invalid,
+            Error::NotSynced => ErrorKind::Transient,
+            Error::ListPods { source, .. }
+            | Error::Create { source, .. }
+            | Error::UpdateLabels { source, .. } => kube_kind(source),
+        }
+    }
+
+    fn metric_label(&self) -> &'static str {
         match self {
             Error::Project { .. } => "project",
             Error::ListPods { .. } => "list_pods",
@@ -82,29 +91,55 @@ impl Error {
             Error::UpdateLabels { .. } => "update_labels",
         }
     }
+
+    fn event_reason(&self) -> Option<&'static str> {
+        match self {
+            Error::NotSynced => None,
+            _ if self.kind() == ErrorKind::Conflict => None,
+            _ => Some("FailedToCreateKuryrNetworkCRD"),
+        }
+    }
 }
 
-/// What the handler does with a namespace.
+/// One step of the namespace handler.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
-    /// Being deleted: the namespace deletion removes the KuryrNetwork.
-    Nothing,
-    /// No KuryrNetwork: create one if a pod needs it.
-    CreateIfPods,
-    /// The KuryrNetwork's `spec.nsLabels` differ from the namespace's labels.
+pub enum Step {
+    /// A pod needs a port: create the namespace's KuryrNetwork.
+    CreateKuryrNetwork,
+    /// Set the KuryrNetwork's `spec.nsLabels` to these (the namespace's labels).
     UpdateLabels(BTreeMap<String, String>),
 }
 
-/// The decision for `ns` given its KuryrNetwork.
-pub fn decide(ns: &Namespace, kn: Option<&KuryrNetwork>) -> Decision {
-    if ns.metadata.deletion_timestamp.is_some() {
-        return Decision::Nothing;
+/// What the namespace plan looks at.
+pub struct NsObserved {
+    /// The namespace.
+    pub ns: Arc<Namespace>,
+    /// Its KuryrNetwork (from the cache).
+    pub kn: Option<Arc<KuryrNetwork>>,
+    /// Whether one of its pods needs a port (read only when there is no KuryrNetwork).
+    pub pods_need_port: bool,
+}
+
+/// The plan for a namespace (pure): nothing while it or its KuryrNetwork is being deleted (the
+/// namespace's deletion removes the KuryrNetwork); a KuryrNetwork once a pod needs a port; then
+/// `spec.nsLabels` kept equal to the namespace's labels.
+pub fn plan(o: &NsObserved) -> Plan<Step> {
+    let then = Then::Periodic;
+    if o.ns.metadata.deletion_timestamp.is_some() {
+        return Plan::nothing("namespace being deleted", then);
     }
-    match kn {
-        None => Decision::CreateIfPods,
-        Some(kn) if kn.metadata.deletion_timestamp.is_some() => Decision::Nothing,
-        Some(kn) if &kn.spec.ns_labels != ns.labels() => Decision::UpdateLabels(ns.labels().clone()),
-        Some(_) => Decision::Nothing,
+    match o.kn.as_deref() {
+        None if o.pods_need_port => Plan::steps("a pod needs a port", vec![Step::CreateKuryrNetwork], then),
+        None => Plan::nothing("no pod needs a port, no KuryrNetwork yet", then),
+        Some(kn) if kn.metadata.deletion_timestamp.is_some() => {
+            Plan::nothing("KuryrNetwork being deleted", then)
+        }
+        Some(kn) if &kn.spec.ns_labels != o.ns.labels() => Plan::steps(
+            "namespace labels changed",
+            vec![Step::UpdateLabels(o.ns.labels().clone())],
+            then,
+        ),
+        Some(_) => Plan::nothing("KuryrNetwork up to date", then),
     }
 }
 
@@ -132,48 +167,40 @@ pub fn new_network(ns: &Namespace, project_id: String) -> KuryrNetwork {
     kn
 }
 
-/// The handler's context.
-pub struct NsContext {
-    /// Shared controller context.
-    pub ctx: Arc<Context>,
+/// The handler: the namespace project driver and a KuryrNetwork cache.
+pub struct NsHandler {
+    /// Kubernetes.
+    pub client: kube::Client,
     /// `[kubernetes] namespace_project_driver`.
     pub project: NamespaceProjectDriver,
     /// KuryrNetworks, read from a watch-fed cache (no GET per namespace event; a stale miss
     /// only costs a create answered 409).
     pub networks: Reflected<KuryrNetwork>,
-    backoff: Backoff,
 }
 
-impl NsContext {
-    /// A context from the configuration in `ctx`; starts the KuryrNetwork cache (needs a
+impl NsHandler {
+    /// The handler from the configuration in `ctx`; starts the KuryrNetwork cache (needs a
     /// Tokio runtime).
-    pub fn new(ctx: Arc<Context>) -> Result<Self, DriverError> {
-        let project = NamespaceProjectDriver::from_config(&ctx.config)?;
-        let networks = Reflected::spawn(Api::all(ctx.client.clone()), "kuryrnetworks")?;
+    pub fn new(ctx: &Context) -> Result<Self, DriverError> {
         Ok(Self {
-            ctx,
-            project,
-            networks,
-            backoff: Backoff::default(),
+            client: ctx.client.clone(),
+            project: NamespaceProjectDriver::from_config(&ctx.config)?,
+            networks: Reflected::spawn(Api::all(ctx.client.clone()), "kuryrnetworks")?,
         })
     }
 }
 
-/// Runs the handler from the configuration in `ctx` (what `cli::spawn_handlers` starts).
+/// Runs the handler from the configuration in `ctx` (what `cli::spawn_handlers` starts):
+/// Namespaces, re-examined when a pod needing a port appears in them or when their
+/// KuryrNetwork changes.
 pub async fn start(ctx: Arc<Context>) {
-    match NsContext::new(ctx.clone()) {
-        Ok(n) => run(Arc::new(n)).await,
+    let handler = match NsHandler::new(&ctx) {
+        Ok(h) => Arc::new(h),
         Err(e) => {
             error!(handler = HANDLER, error = %crate::error_chain(&e), "cannot start");
-            ctx.health.handler_died(HANDLER);
+            return ctx.health.handler_died(HANDLER);
         }
-    }
-}
-
-/// Runs the handler: Namespaces, re-examined when a pod needing a port appears in them or
-/// when their KuryrNetwork changes.
-pub async fn run(nctx: Arc<NsContext>) {
-    let ctx = nctx.ctx.clone();
+    };
     let client = ctx.client.clone();
     let controller = Controller::new(Api::<Namespace>::all(client.clone()), watcher::Config::default())
         .watches(
@@ -190,100 +217,76 @@ pub async fn run(nctx: Arc<NsContext>) {
             watcher::Config::default(),
             |kn: KuryrNetwork| kn.namespace().map(|ns| ObjectRef::<Namespace>::new(&ns)),
         );
-    let store = controller.store();
-    let health = ctx.health.clone();
-    let synced = async move {
-        support::wait_ready(&store, HANDLER).await;
-        info!(handler = HANDLER, "namespace watcher synced");
-        health.synced();
-        std::future::pending::<()>().await;
-    };
-    let reconciler = controller
-        .run(reconcile, error_policy, nctx)
-        .for_each(|res| async move {
-            match res {
-                Ok((obj, _)) => debug!(ns = %obj.name, "reconciled"),
-                Err(e) => support::log_controller_error(HANDLER, &e),
-            }
-        });
-    tokio::select! {
-        _ = reconciler => {}
-        _ = synced => {}
-    }
-    warn!(handler = HANDLER, "handler loop ended");
-    ctx.health.handler_died(HANDLER);
+    scaffold::run(ctx, handler, controller, async {}, async {}).await;
 }
 
-/// Reconciles one namespace.
-pub async fn reconcile(ns: Arc<Namespace>, nctx: Arc<NsContext>) -> Result<Action, Error> {
-    let ctx = &nctx.ctx;
-    let res = apply(&ns, &nctx).await;
-    match &res {
-        Ok(_) => {
-            ctx.metrics.reconciled(HANDLER, "ok");
-            nctx.backoff.succeeded(&ns.name_any());
-        }
-        Err(e) => {
-            ctx.metrics.reconciled(HANDLER, e.metric_label());
-            let chain = crate::error_chain(e);
-            warn!(ns = %ns.name_any(), error = %chain, "namespace handler failed");
-            if !matches!(e, Error::NotSynced) {
-                record(ctx, ns.as_ref(), true, "FailedToCreateKuryrNetworkCRD", chain).await;
-            }
-        }
-    }
-    res
-}
+impl Handler for NsHandler {
+    type Object = Namespace;
+    type Observed = NsObserved;
+    type Step = Step;
+    type Error = Error;
+    const NAME: &'static str = HANDLER;
 
-/// Retry policy: exponential per namespace.
-pub fn error_policy(ns: Arc<Namespace>, _error: &Error, nctx: Arc<NsContext>) -> Action {
-    Action::requeue(nctx.backoff.failed(&ns.name_any()))
-}
-
-async fn apply(ns: &Namespace, nctx: &NsContext) -> Result<Action, Error> {
-    let ctx = &nctx.ctx;
-    let name = ns.name_any();
-    let kns: Api<KuryrNetwork> = Api::namespaced(ctx.client.clone(), &name);
-    if !nctx.networks.is_synced() {
-        return Err(Error::NotSynced);
-    }
-    let kn = nctx.networks.get(Some(&name), &name);
-    match decide(ns, kn.as_deref()) {
-        Decision::Nothing => {}
-        Decision::UpdateLabels(labels) => {
-            // Replace the whole map: keys removed from the namespace are nulled.
-            let mut m = serde_json::Map::new();
-            for k in kn.iter().flat_map(|k| k.spec.ns_labels.keys()) {
-                m.insert(k.clone(), serde_json::Value::Null);
-            }
-            for (k, v) in labels {
-                m.insert(k, json!(v));
-            }
-            let p = json!({"spec": {"nsLabels": m}});
-            match kns.patch(&name, &PatchParams::default(), &Patch::Merge(&p)).await {
-                Ok(_) => info!(ns = %name, "KuryrNetwork labels updated"),
-                Err(e) if api_code(&e) == Some(404) => {}
-                Err(source) => return Err(Error::UpdateLabels { ns: name, source }),
-            }
+    async fn observe(&self, ns: &Arc<Namespace>, _live: bool) -> Result<NsObserved, Error> {
+        if !self.networks.is_synced() {
+            return Err(Error::NotSynced);
         }
-        Decision::CreateIfPods => {
-            let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &name);
-            let list = pods
+        let name = ns.name_any();
+        let kn = self.networks.get(Some(&name), &name);
+        let pods_need_port = if kn.is_none() && ns.metadata.deletion_timestamp.is_none() {
+            Api::<Pod>::namespaced(self.client.clone(), &name)
                 .list(&ListParams::default())
                 .await
                 .map_err(|source| Error::ListPods {
                     ns: name.clone(),
                     source,
-                })?;
-            if list.items.iter().any(needs_port) {
-                let project = nctx
+                })?
+                .items
+                .iter()
+                .any(needs_port)
+        } else {
+            false
+        };
+        Ok(NsObserved {
+            ns: ns.clone(),
+            kn,
+            pods_need_port,
+        })
+    }
+
+    fn plan(&self, o: &NsObserved) -> Plan<Step> {
+        plan(o)
+    }
+
+    async fn execute(&self, o: &NsObserved, step: Step) -> Result<Flow<NsObserved>, Error> {
+        let name = o.ns.name_any();
+        let kns: Api<KuryrNetwork> = Api::namespaced(self.client.clone(), &name);
+        match step {
+            Step::UpdateLabels(labels) => {
+                // Replace the whole map: keys removed from the namespace are nulled.
+                let mut m = serde_json::Map::new();
+                for k in o.kn.iter().flat_map(|k| k.spec.ns_labels.keys()) {
+                    m.insert(k.clone(), serde_json::Value::Null);
+                }
+                for (k, v) in labels {
+                    m.insert(k, json!(v));
+                }
+                let p = json!({"spec": {"nsLabels": m}});
+                match kns.patch(&name, &PatchParams::default(), &Patch::Merge(&p)).await {
+                    Ok(_) => info!(ns = %name, "KuryrNetwork labels updated"),
+                    Err(e) if api_code(&e) == Some(404) => {}
+                    Err(source) => return Err(Error::UpdateLabels { ns: name, source }),
+                }
+            }
+            Step::CreateKuryrNetwork => {
+                let project = self
                     .project
-                    .namespace_project(ns)
+                    .namespace_project(&o.ns)
                     .map_err(|source| Error::Project {
                         ns: name.clone(),
                         source,
                     })?;
-                let kn = new_network(ns, project);
+                let kn = new_network(&o.ns, project);
                 match kns.create(&PostParams::default(), &kn).await {
                     Ok(_) => info!(ns = %name, "KuryrNetwork created"),
                     Err(e) if api_code(&e) == Some(409) => debug!(ns = %name, "KuryrNetwork exists"),
@@ -292,17 +295,10 @@ async fn apply(ns: &Namespace, nctx: &NsContext) -> Result<Action, Error> {
                     }
                     Err(source) => return Err(Error::Create { ns: name, source }),
                 }
-            } else {
-                debug!(ns = %name, "no pod needs a port, no KuryrNetwork yet");
             }
         }
+        Ok(Flow::Next)
     }
-    let period = ctx.config.kubernetes.watch_reconcile_period;
-    Ok(if period.is_zero() {
-        Action::await_change()
-    } else {
-        Action::requeue(period)
-    })
 }
 
 #[cfg(test)]
@@ -322,23 +318,36 @@ mod tests {
         n
     }
 
+    fn observed(n: &Namespace, kn: Option<&KuryrNetwork>, pods: bool) -> NsObserved {
+        NsObserved {
+            ns: Arc::new(n.clone()),
+            kn: kn.cloned().map(Arc::new),
+            pods_need_port: pods,
+        }
+    }
+
     #[test]
-    fn decisions() {
+    fn plans() {
         let n = ns(&[("a", "b")]);
-        assert_eq!(decide(&n, None), Decision::CreateIfPods);
+        assert_eq!(
+            plan(&observed(&n, None, true)).steps,
+            vec![Step::CreateKuryrNetwork]
+        );
+        assert!(plan(&observed(&n, None, false)).steps.is_empty());
         let kn = new_network(&n, "p".into());
         assert_eq!(kn.namespace().as_deref(), Some("n1"));
         assert_eq!(kn.spec.ns_name, "n1");
         assert_eq!(kn.finalizers(), [KURYRNETWORK_FINALIZER]);
-        assert_eq!(decide(&n, Some(&kn)), Decision::Nothing);
+        assert!(plan(&observed(&n, Some(&kn), true)).steps.is_empty());
         let n2 = ns(&[("a", "c")]);
         assert_eq!(
-            decide(&n2, Some(&kn)),
-            Decision::UpdateLabels(BTreeMap::from([("a".into(), "c".into())]))
+            plan(&observed(&n2, Some(&kn), true)).steps,
+            vec![Step::UpdateLabels(BTreeMap::from([("a".into(), "c".into())]))]
         );
         let mut gone = n2.clone();
         gone.metadata.deletion_timestamp = Some(Time(Default::default()));
-        assert_eq!(decide(&gone, Some(&kn)), Decision::Nothing);
+        assert!(plan(&observed(&gone, Some(&kn), true)).steps.is_empty());
+        assert_eq!(plan(&observed(&gone, Some(&kn), true)).then, Then::Periodic);
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! The Pod handler (upstream's `VIFHandler`, `enabled_handlers` name `vif`): keeps one
 //! KuryrPort per scheduled, non-host-network pod, guarded by the pod finalizer, and deletes it
-//! when the pod is deleted or completes. Decisions live in [`plan`]; this module executes them.
+//! when the pod is deleted or completes. Decisions live in [`plan`]; this module observes and
+//! executes them under the handler [`scaffold`].
 
 pub mod plan;
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
@@ -13,21 +14,16 @@ use kube::{
     api::{DeleteParams, PostParams, Preconditions},
     runtime::{
         Controller, WatchStreamExt,
-        controller::Action,
-        events::{Event, EventType},
-        reflector::{self, ObjectRef, Store},
+        reflector::{self, ObjectRef, Store, reflector},
         watcher,
     },
 };
 use kuryr_types::{KuryrPort, constants::POD_FINALIZER};
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
+use super::scaffold::{self, ErrorKind, Flow, Handler, HandlerError, api_code};
 use crate::{Context, finalizer};
-use kube::runtime::reflector::reflector;
 use plan::Step;
-
-/// How soon a pod whose KuryrPort is being deleted is looked at again.
-const RELEASE_RECHECK: Duration = Duration::from_secs(1);
 
 /// Name of this handler in `[kubernetes] enabled_handlers` and in metrics.
 pub const HANDLER: &str = "vif";
@@ -96,29 +92,6 @@ pub enum Error {
 }
 
 impl Error {
-    /// Label of the `outcome` of `kuryr_reconcile_total`.
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            Error::MissingNamespace(_) => "missing_namespace",
-            Error::GetPort { .. } => "get_port",
-            Error::AddFinalizer { .. } => "add_finalizer",
-            Error::CreatePort { .. } => "create_port",
-            Error::DeletePort { .. } => "delete_port",
-            Error::RemoveFinalizer { .. } => "remove_finalizer",
-        }
-    }
-
-    /// Reason of the Warning Event recorded on the pod (upstream's names where upstream had one).
-    pub fn event_reason(&self) -> &'static str {
-        match self {
-            Error::AddFinalizer { .. } => "FailedToAddFinalizerToPod",
-            Error::CreatePort { .. } => "FailedToCreateKuryrPortCRD",
-            Error::DeletePort { .. } => "FailedToDeleteKuryrPortCRD",
-            Error::RemoveFinalizer { .. } => "FailedToRemoveFinalizerFromPod",
-            Error::GetPort { .. } | Error::MissingNamespace(_) => "FailedToGetKuryrPortCRD",
-        }
-    }
-
     fn kube_source(&self) -> Option<&kube::Error> {
         match self {
             Error::MissingNamespace(_) => None,
@@ -129,31 +102,48 @@ impl Error {
             | Error::RemoveFinalizer { source, .. } => Some(source),
         }
     }
-
-    /// When to retry: soon after a write conflict (stale cache), later for other failures.
-    pub fn requeue_after(&self) -> Duration {
-        match self.kube_source() {
-            Some(e) if finalizer::is_conflict(e) => Duration::from_millis(200),
-            Some(_) => Duration::from_secs(2),
-            None => Duration::from_secs(300),
-        }
-    }
 }
 
-fn api_code(e: &kube::Error) -> Option<u16> {
-    match e {
-        kube::Error::Api(s) => Some(s.code),
-        _ => None,
+impl HandlerError for Error {
+    fn kind(&self) -> ErrorKind {
+        match self.kube_source() {
+            Some(e) => scaffold::kube_kind(e),
+            None => ErrorKind::Internal,
+        }
+    }
+
+    fn metric_label(&self) -> &'static str {
+        match self {
+            Error::MissingNamespace(_) => "missing_namespace",
+            Error::GetPort { .. } => "get_port",
+            Error::AddFinalizer { .. } => "add_finalizer",
+            Error::CreatePort { .. } => "create_port",
+            Error::DeletePort { .. } => "delete_port",
+            Error::RemoveFinalizer { .. } => "remove_finalizer",
+        }
+    }
+
+    /// Upstream's reasons where upstream had one; none for a lost race retried at once.
+    fn event_reason(&self) -> Option<&'static str> {
+        if self.kind() == ErrorKind::Conflict {
+            return None;
+        }
+        Some(match self {
+            Error::AddFinalizer { .. } => "FailedToAddFinalizerToPod",
+            Error::CreatePort { .. } => "FailedToCreateKuryrPortCRD",
+            Error::DeletePort { .. } => "FailedToDeleteKuryrPortCRD",
+            Error::RemoveFinalizer { .. } => "FailedToRemoveFinalizerFromPod",
+            Error::GetPort { .. } | Error::MissingNamespace(_) => "FailedToGetKuryrPortCRD",
+        })
     }
 }
 
 /// Runs the pod handler until the watch streams end: a kube-runtime `Controller` on Pods that
-/// also reacts to changes of the KuryrPorts they own. Reports sync and death to
-/// [`Context::health`].
+/// also reacts to changes of the KuryrPorts they own, under the [`scaffold`].
 pub async fn run(ctx: Arc<Context>) {
     let pods: Api<Pod> = Api::all(ctx.client.clone());
     let ports: Api<KuryrPort> = Api::all(ctx.client.clone());
-    // The cache of KuryrPorts for reconcile; `.owns()` below keeps its own watch for the
+    // The cache of KuryrPorts for observation; `.owns()` below keeps its own watch for the
     // triggers (sharing one needs kube's unstable stream API).
     let (ports_store, ports_writer) = reflector::store();
     let ports_cache = reflector(ports_writer, watcher(ports.clone(), watcher::Config::default()))
@@ -161,105 +151,76 @@ pub async fn run(ctx: Arc<Context>) {
         .for_each(|_| futures::future::ready(()));
     let controller =
         Controller::new(pods, watcher::Config::default()).owns(ports, watcher::Config::default());
-    let (pods_store, ports_ready) = (controller.store(), ports_store.clone());
-    let health = ctx.health.clone();
-    let synced = async move {
-        super::wait_ready(&pods_store, HANDLER).await;
-        super::wait_ready(&ports_ready, HANDLER).await;
-        info!(handler = HANDLER, "pod and KuryrPort watchers synced");
-        health.synced();
-        std::future::pending::<()>().await;
-    };
-    let handler_ctx = Arc::new(PodContext {
-        ctx: ctx.clone(),
+    let ready_store = ports_store.clone();
+    let ready = async move { super::wait_ready(&ready_store, HANDLER).await };
+    let handler = Arc::new(PodHandler {
+        client: ctx.client.clone(),
         ports: ports_store,
     });
-    let reconciler = controller
-        .run(reconcile, error_policy, handler_ctx)
-        .for_each(|res| async move {
-            match res {
-                Ok((obj, _)) => debug!(ns = ?obj.namespace, pod = %obj.name, "reconciled"),
-                Err(e) => warn!(error = %e, "pod controller error"),
-            }
-        });
-    // All three are owned by this future: aborting the handler stops its watches too.
-    tokio::select! {
-        _ = reconciler => {}
-        _ = ports_cache => {}
-        _ = synced => {}
-    }
-    warn!(handler = HANDLER, "handler loop ended");
-    ctx.health.handler_died(HANDLER);
+    scaffold::run(ctx, handler, controller, ready, ports_cache).await;
 }
 
-/// The pod handler's context: the shared [`Context`] and the KuryrPort cache.
-pub struct PodContext {
-    /// Shared controller context.
-    pub ctx: Arc<Context>,
+/// The pod handler: the Kubernetes client and the KuryrPort cache.
+pub struct PodHandler {
+    /// Kubernetes.
+    pub client: kube::Client,
     /// Every KuryrPort, as last seen by the watch.
     pub ports: Store<KuryrPort>,
 }
 
-/// Reconciles one pod; counts the outcome and records a Warning Event on the pod on failure.
-pub async fn reconcile(pod: Arc<Pod>, hctx: Arc<PodContext>) -> Result<Action, Error> {
-    let ctx = &hctx.ctx;
-    let res = apply(&pod, ctx, &hctx.ports).await;
-    match &res {
-        Ok(_) => ctx.metrics.reconciled(HANDLER, "ok"),
-        Err(e) => {
-            ctx.metrics.reconciled(HANDLER, e.metric_label());
-            let chain = crate::error_chain(e);
-            warn!(ns = pod.namespace().unwrap_or_default(), pod = %pod.name_any(),
-                error = %chain, "pod handler failed");
-            if ctx.config.kubernetes.use_events {
-                let event = Event {
-                    type_: EventType::Warning,
-                    reason: e.event_reason().into(),
-                    note: Some(chain),
-                    action: "Reconcile".into(),
-                    secondary: None,
-                };
-                if let Err(err) = ctx.recorder.publish(&event, &pod.object_ref(&())).await {
-                    debug!(error = %err, "recording event failed");
-                }
-            }
-        }
-    }
-    res
+/// What the pod plan looks at: the pod and its KuryrPort (same name and namespace).
+pub struct PodObserved {
+    /// The pod.
+    pub pod: Arc<Pod>,
+    /// Its namespace.
+    pub ns: String,
+    /// Its KuryrPort, from the cache or (live) from the API server.
+    pub port: Option<KuryrPort>,
 }
 
-/// Requeue policy of the pod handler.
-pub fn error_policy(_pod: Arc<Pod>, error: &Error, _ctx: Arc<PodContext>) -> Action {
-    Action::requeue(error.requeue_after())
-}
+impl Handler for PodHandler {
+    type Object = Pod;
+    type Observed = PodObserved;
+    type Step = Step;
+    type Error = Error;
+    const NAME: &'static str = HANDLER;
 
-async fn apply(pod: &Pod, ctx: &Context, cache: &Store<KuryrPort>) -> Result<Action, Error> {
-    let name = pod.name_any();
-    let ns = pod
-        .namespace()
-        .ok_or_else(|| Error::MissingNamespace(name.clone()))?;
-    let ports: Api<KuryrPort> = Api::namespaced(ctx.client.clone(), &ns);
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    // The cache answers the steady state without API calls; decisions taken on the port's
-    // absence (create it, drop the pod finalizer) are confirmed by a live read.
-    let cached = cache
-        .get(&ObjectRef::new(&name).within(&ns))
-        .map(|p| KuryrPort::clone(&p));
-    let mut port = cached;
-    let mut plan = plan::plan(pod, port.as_ref());
-    if plan.relies_on_absent_port() || plan.awaits_port_release() {
-        port = ports.get_opt(&name).await.map_err(|source| Error::GetPort {
-            ns: ns.clone(),
-            name: name.clone(),
-            source,
-        })?;
-        plan = plan::plan(pod, port.as_ref());
+    async fn observe(&self, pod: &Arc<Pod>, live: bool) -> Result<PodObserved, Error> {
+        let name = pod.name_any();
+        let ns = pod
+            .namespace()
+            .ok_or_else(|| Error::MissingNamespace(name.clone()))?;
+        // The cache answers the steady state without API calls; decisions taken on the port's
+        // absence (create it, drop the pod finalizer) are confirmed by a live read.
+        let port = if live {
+            Api::<KuryrPort>::namespaced(self.client.clone(), &ns)
+                .get_opt(&name)
+                .await
+                .map_err(|source| Error::GetPort {
+                    ns: ns.clone(),
+                    name: name.clone(),
+                    source,
+                })?
+        } else {
+            self.ports
+                .get(&ObjectRef::new(&name).within(&ns))
+                .map(|p| KuryrPort::clone(&p))
+        };
+        Ok(PodObserved {
+            pod: pod.clone(),
+            ns,
+            port,
+        })
     }
-    if !plan.steps.is_empty() {
-        debug!(%ns, pod = %name, reason = plan.reason, steps = plan.steps.len(), "executing plan");
+
+    fn plan(&self, o: &PodObserved) -> plan::Plan {
+        plan::plan(&o.pod, o.port.as_ref())
     }
-    let awaits_release = plan.awaits_port_release();
-    for step in plan.steps {
+
+    async fn execute(&self, o: &PodObserved, step: Step) -> Result<Flow<PodObserved>, Error> {
+        let (pod, ns, name) = (o.pod.as_ref(), &o.ns, o.pod.name_any());
+        let ports: Api<KuryrPort> = Api::namespaced(self.client.clone(), ns);
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
         match step {
             Step::AddPodFinalizer => {
                 finalizer::add(&pods, pod, POD_FINALIZER)
@@ -280,40 +241,30 @@ async fn apply(pod: &Pod, ctx: &Context, cache: &Store<KuryrPort>) -> Result<Act
                 Err(source) => {
                     return Err(Error::CreatePort {
                         ns: ns.clone(),
-                        name: name.clone(),
+                        name,
                         source,
                     });
                 }
             },
             Step::DeletePort => {
-                let gone = delete_port(&ports, port.as_ref())
-                    .await
-                    .map_err(|source| Error::DeletePort {
-                        ns: ns.clone(),
-                        name: name.clone(),
-                        source,
-                    })?;
+                let gone =
+                    delete_port(&ports, o.port.as_ref())
+                        .await
+                        .map_err(|source| Error::DeletePort {
+                            ns: ns.clone(),
+                            name: name.clone(),
+                            source,
+                        })?;
                 info!(%ns, pod = %name, gone, "KuryrPort deleted");
                 let releasing = pod.meta().deletion_timestamp.is_some() || plan::is_completed(pod);
                 if gone && releasing && pod.finalizers().iter().any(|f| f == POD_FINALIZER) {
-                    remove_pod_finalizer(&pods, pod, &ns, &name).await?;
+                    remove_pod_finalizer(&pods, pod, ns, &name).await?;
                 }
             }
-            Step::RemovePodFinalizer => remove_pod_finalizer(&pods, pod, &ns, &name).await?,
+            Step::RemovePodFinalizer => remove_pod_finalizer(&pods, pod, ns, &name).await?,
         }
+        Ok(Flow::Next)
     }
-    if awaits_release {
-        // The KuryrPort's own deletion event may have been consumed before the port cache saw
-        // it; do not rely on the next event, look again shortly.
-        return Ok(Action::requeue(RELEASE_RECHECK));
-    }
-    let period = ctx.config.kubernetes.watch_reconcile_period;
-    // Upstream re-lists every `watch_reconcile_period`; zero disables it.
-    Ok(if period.is_zero() {
-        Action::await_change()
-    } else {
-        Action::requeue(period)
-    })
 }
 
 /// Deletes `port` (only that incarnation: UID precondition); `true` if it is gone already.

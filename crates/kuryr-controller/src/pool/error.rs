@@ -87,6 +87,22 @@ pub enum Error {
         #[source]
         source: kuryr_types::from_neutron::FromNeutronError,
     },
+    /// The port is bound with a binding kuryr-rs does not wire (`ovs_hybrid_plug`: ML2/OVS with
+    /// the iptables hybrid firewall needs os-vif's VIFBridge — a `qbr` Linux bridge between the
+    /// pod and br-int). Refused here, with an Event on the pod, instead of handing the daemon a
+    /// VIF that fails every CNI ADD.
+    #[error(
+        "port {port_id} is bound as {binding} ({why}); kuryr-rs wires only VIFOpenVSwitch ports: use ML2/OVN, \
+         or the openvswitch firewall driver of ML2/OVS"
+    )]
+    UnsupportedBinding {
+        /// The port.
+        port_id: String,
+        /// The VIF class it would need.
+        binding: &'static str,
+        /// What in the binding asks for it.
+        why: &'static str,
+    },
     /// The network's pools were freed: no new port on it.
     #[error("network {network_id} is being deleted: no new port is handed out on it")]
     NetworkClosed {
@@ -108,6 +124,7 @@ impl Error {
             Error::EmptyCreate { .. }
             | Error::PopulationBackoff { .. }
             | Error::Vif { .. }
+            | Error::UnsupportedBinding { .. }
             | Error::NetworkClosed { .. } => None,
         }
     }
@@ -117,7 +134,7 @@ impl Error {
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::PopulationBackoff { .. } | Error::NetworkClosed { .. } | Error::EmptyCreate { .. } => true,
-            Error::Vif { .. } => false,
+            Error::Vif { .. } | Error::UnsupportedBinding { .. } => false,
             _ => self.neutron().is_some_and(kuryr_openstack::Error::is_retryable),
         }
     }
@@ -142,6 +159,7 @@ impl Error {
             Error::ListPorts { .. } => "list_ports",
             Error::Network { .. } => "get_network",
             Error::Vif { .. } => "build_vif",
+            Error::UnsupportedBinding { .. } => "unsupported_binding",
             Error::NetworkClosed { .. } => "network_closed",
         }
     }

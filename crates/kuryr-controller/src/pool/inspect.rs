@@ -1,6 +1,6 @@
 //! Read-only views of the pools for the pool manager and `kuryrctl`.
 
-use kuryr_core::pool::{PoolKey, PortState};
+use kuryr_core::pool::{PoolKey, PortState, SgSet};
 
 use super::VifPool;
 
@@ -83,5 +83,24 @@ impl VifPool {
             l.sort();
         }
         out
+    }
+
+    /// The available ports of `host`'s pools of `project_id` whose security groups are `sgs`
+    /// (upstream's `showPool` key), sorted.
+    pub fn available_with(&self, host: &str, project_id: &str, sgs: &SgSet) -> Vec<String> {
+        let st = self.state();
+        let mut ids: Vec<String> = st
+            .port_ids()
+            .filter_map(|id| {
+                let info = st.port(id)?;
+                (info.key.host == host
+                    && info.key.project_id == project_id
+                    && &info.sgs == sgs
+                    && info.state == PortState::Available)
+                    .then(|| id.to_string())
+            })
+            .collect();
+        ids.sort();
+        ids
     }
 }

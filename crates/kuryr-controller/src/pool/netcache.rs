@@ -7,7 +7,10 @@ use std::{
 };
 
 use kuryr_openstack::{Network, Neutron, Port, ResourceFilter, Subnet};
-use kuryr_types::{from_neutron::FromNeutronError, vif::Vif};
+use kuryr_types::{
+    from_neutron::FromNeutronError,
+    vif::{Vif, VifKind},
+};
 use tokio::sync::OnceCell;
 
 use super::{Error, lock};
@@ -65,6 +68,13 @@ impl NetCache {
         loop {
             let net = self.get(&port.network_id).await?;
             match kuryr_types::from_neutron::vif_from_port(port, &net.0, &net.1, default_bridge) {
+                Ok(v) if v.kind == VifKind::Bridge => {
+                    return Err(Error::UnsupportedBinding {
+                        port_id: port.id.clone(),
+                        binding: "VIFBridge",
+                        why: "binding:vif_details ovs_hybrid_plug = true",
+                    });
+                }
                 Ok(v) => return Ok(v),
                 Err(FromNeutronError::NoValidSubnets { .. }) if !refreshed => {
                     refreshed = true;

@@ -314,3 +314,23 @@ async fn maintenance_never_returns_even_with_the_noop_driver() {
         assert!(r.is_err(), "{mode:?}: maintenance returned");
     }
 }
+
+/// ML2/OVS with the iptables hybrid firewall binds ports with `ovs_hybrid_plug`: they would
+/// need os-vif's VIFBridge (a `qbr` bridge), which the daemon does not wire. The pool refuses
+/// to hand such a port to a pod with an error naming why (the handler records it as an
+/// `UnsupportedVIFBinding` Event), instead of a VIF whose every CNI ADD fails.
+#[tokio::test]
+async fn hybrid_plug_ports_are_refused_with_the_reason() {
+    let f = fixture(PoolMode::Noop);
+    let mut details = serde_json::Map::new();
+    details.insert("ovs_hybrid_plug".into(), serde_json::json!(true));
+    f.fake.bind_with_vif_details(details);
+    let e = f.acquire("hybrid").await.expect_err("refused");
+    assert!(matches!(e, Error::UnsupportedBinding { .. }), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("ovs_hybrid_plug") && msg.contains("VIFBridge"),
+        "{msg}"
+    );
+    assert!(!e.is_retryable());
+}

@@ -18,7 +18,7 @@ use kube::{
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
     config::{KubeConfigOptions, Kubeconfig},
 };
-use kuryr_controller::{Context, cli, handlers::pod};
+use kuryr_controller::{Context, handlers::pod};
 use kuryr_types::KuryrPort;
 use serde_json::json;
 use tokio::{
@@ -163,7 +163,7 @@ pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
 pub async fn serve_local(router: axum::Router) -> std::net::SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = l.local_addr().expect("addr");
-    cli::serve(l, router);
+    kuryr_runtime::http::serve("test server", l, router);
     addr
 }
 

@@ -1,15 +1,30 @@
 //! Binding drivers: how a VIF is plugged into the pod's namespace and the node's datapath.
-//! [`Binding`] dispatches on the VIF class; today the Open vSwitch veth binding ([`ovs`]) is
-//! the only one. Nested VLAN / macvlan bindings become new variants with their own module.
+//!
+//! [`Binder`] is one driver (connect, disconnect, check one VIF); [`Bindings`] is the node's
+//! set of drivers, chosen by VIF class, plus what STATUS and ADD ask of the datapath as a whole.
+//! [`NodeBindings`] is the real set — today the Open vSwitch veth binding ([`ovs`]) for
+//! `VIFOpenVSwitch`; the nested VLAN and macvlan bindings become further drivers in it — and
+//! `fake::FakeBindings` (tests) records calls so that the CNI verbs are unit-tested without
+//! namespaces, netlink or OVS.
+//!
+//! The traits return boxed futures so that they stay dyn-compatible: the daemon holds an
+//! `Arc<dyn Bindings>`; one allocation per call is nothing next to netlink and OVSDB.
 
+#[cfg(test)]
+pub mod fake;
 pub mod ovs;
 pub mod spec;
 
-use std::path::Path;
+use std::{future::Future, path::Path, pin::Pin, sync::Arc};
 
 use kuryr_types::VifKind;
 
 pub use spec::{SpecError, WireSpec};
+
+use crate::activation::OvnInstalledWatch;
+
+/// A boxed `Send` future.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// A failed binding operation.
 #[derive(Debug, thiserror::Error)]
@@ -20,45 +35,133 @@ pub enum BindingError {
     /// Open vSwitch binding failure.
     #[error(transparent)]
     Ovs(#[from] ovs::OvsBindingError),
-}
-
-/// The binding driver of a VIF class.
-#[derive(Debug, Clone)]
-pub enum Binding {
-    /// `VIFOpenVSwitch`: veth pair, host end on the integration bridge.
-    Ovs(ovs::OvsBinding),
+    /// A failure injected by a test double.
+    #[error("{0}")]
+    Injected(String),
 }
 
 /// What CHECK found wrong, empty when the wiring is intact.
 pub type CheckReport = Vec<String>;
 
-impl Binding {
-    /// The driver for `kind`, if one exists.
-    pub fn for_kind(kind: &VifKind, ovs: &ovs::OvsBinding) -> Result<Self, BindingError> {
+/// One binding driver.
+pub trait Binder: Send + Sync {
+    /// Wires `spec` into the namespace at `netns`.
+    fn connect<'a>(&'a self, spec: &'a WireSpec, netns: &'a Path) -> BoxFuture<'a, Result<(), BindingError>>;
+    /// Removes the wiring of `spec` (idempotent); `netns` may be gone already.
+    fn disconnect<'a>(
+        &'a self,
+        spec: &'a WireSpec,
+        netns: &'a Path,
+    ) -> BoxFuture<'a, Result<(), BindingError>>;
+    /// Verifies the wiring of `spec`.
+    fn check<'a>(
+        &'a self,
+        spec: &'a WireSpec,
+        netns: &'a Path,
+    ) -> BoxFuture<'a, Result<CheckReport, BindingError>>;
+}
+
+/// The node's binding drivers and datapath.
+pub trait Bindings: Send + Sync {
+    /// The driver for VIFs of class `kind`.
+    fn for_kind(&self, kind: &VifKind) -> Result<&dyn Binder, BindingError>;
+    /// STATUS: the datapath answers and, when given, `bridge` exists (the reason when not).
+    fn datapath_ready<'a>(&'a self, bridge: Option<&'a str>) -> BoxFuture<'a, Result<(), String>>;
+    /// DEL of a container nothing was recorded for: removes `ifname` from its namespace.
+    fn remove_ifname<'a>(
+        &'a self,
+        netns: &'a Path,
+        ifname: &'a str,
+    ) -> BoxFuture<'a, Result<(), BindingError>>;
+    /// OVN's local `ovn-installed` flags, when the datapath has them (ends ADD's activation
+    /// wait before Neutron does).
+    fn ovn_installed(&self) -> Option<Arc<OvnInstalledWatch>>;
+}
+
+/// The real drivers of a node.
+pub struct NodeBindings {
+    ovs: ovs::OvsBinding,
+    ovn: Arc<OvnInstalledWatch>,
+}
+
+impl NodeBindings {
+    /// The node's drivers over the OVS database of `ovs`.
+    pub fn new(ovs: ovs::OvsBinding) -> Self {
+        let ovn = OvnInstalledWatch::new(ovs.ovsdb().clone());
+        NodeBindings { ovs, ovn }
+    }
+
+    /// The Open vSwitch driver.
+    pub fn ovs(&self) -> &ovs::OvsBinding {
+        &self.ovs
+    }
+}
+
+impl Binder for ovs::OvsBinding {
+    fn connect<'a>(&'a self, spec: &'a WireSpec, netns: &'a Path) -> BoxFuture<'a, Result<(), BindingError>> {
+        Box::pin(async move {
+            ovs::OvsBinding::connect(self, spec, netns)
+                .await
+                .map_err(Into::into)
+        })
+    }
+
+    fn disconnect<'a>(
+        &'a self,
+        spec: &'a WireSpec,
+        netns: &'a Path,
+    ) -> BoxFuture<'a, Result<(), BindingError>> {
+        Box::pin(async move {
+            ovs::OvsBinding::disconnect(self, spec, netns)
+                .await
+                .map_err(Into::into)
+        })
+    }
+
+    fn check<'a>(
+        &'a self,
+        spec: &'a WireSpec,
+        netns: &'a Path,
+    ) -> BoxFuture<'a, Result<CheckReport, BindingError>> {
+        Box::pin(async move {
+            ovs::OvsBinding::check(self, spec, netns)
+                .await
+                .map_err(Into::into)
+        })
+    }
+}
+
+impl Bindings for NodeBindings {
+    fn for_kind(&self, kind: &VifKind) -> Result<&dyn Binder, BindingError> {
         match kind {
-            VifKind::OpenVSwitch => Ok(Self::Ovs(ovs.clone())),
+            VifKind::OpenVSwitch => Ok(&self.ovs),
             other => Err(BindingError::Unsupported(other.as_str().to_owned())),
         }
     }
 
-    /// Wires `spec` into the namespace at `netns`.
-    pub async fn connect(&self, spec: &WireSpec, netns: &Path) -> Result<(), BindingError> {
-        match self {
-            Self::Ovs(b) => b.connect(spec, netns).await.map_err(Into::into),
-        }
+    fn datapath_ready<'a>(&'a self, bridge: Option<&'a str>) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let Some(b) = bridge else { return Ok(()) };
+            match self.ovs.ovsdb().bridge(b).await {
+                Ok(Some(_)) => Ok(()),
+                Ok(None) => Err(format!("OVS bridge {b} does not exist")),
+                Err(e) => Err(format!(
+                    "OVS is not reachable: {}",
+                    crate::daemon::error_chain(&e)
+                )),
+            }
+        })
     }
 
-    /// Removes the wiring of `spec` (idempotent); `netns` may be gone already.
-    pub async fn disconnect(&self, spec: &WireSpec, netns: &Path) -> Result<(), BindingError> {
-        match self {
-            Self::Ovs(b) => b.disconnect(spec, netns).await.map_err(Into::into),
-        }
+    fn remove_ifname<'a>(
+        &'a self,
+        netns: &'a Path,
+        ifname: &'a str,
+    ) -> BoxFuture<'a, Result<(), BindingError>> {
+        Box::pin(async move { ovs::remove_ifname(netns, ifname).await.map_err(Into::into) })
     }
 
-    /// Verifies the wiring of `spec`.
-    pub async fn check(&self, spec: &WireSpec, netns: &Path) -> Result<CheckReport, BindingError> {
-        match self {
-            Self::Ovs(b) => b.check(spec, netns).await.map_err(Into::into),
-        }
+    fn ovn_installed(&self) -> Option<Arc<OvnInstalledWatch>> {
+        Some(self.ovn.clone())
     }
 }

@@ -260,3 +260,19 @@ async fn check_links(spec: &WireSpec, netns_path: &Path) -> Result<CheckReport, 
     }
     Ok(report)
 }
+
+/// Removes `ifname` from the namespace at `netns` (DEL of a container nothing was recorded
+/// for), on a thread bound to that namespace.
+pub async fn remove_ifname(netns: &Path, ifname: &str) -> Result<(), OvsBindingError> {
+    let path = netns.to_owned();
+    let ifname = ifname.to_owned();
+    netns::on_thread(move || async move {
+        let ns = netns::open(&path)?;
+        netns::enter(&ns, &path)?;
+        let nl = Netlink::connect().map_err(OvsBindingError::Netlink)?;
+        nl.delete_link(&ifname).await.map_err(OvsBindingError::Netlink)?;
+        Ok::<(), OvsBindingError>(())
+    })
+    .await
+    .map_err(OvsBindingError::from)?
+}

@@ -86,6 +86,28 @@ impl Neutron for OpenStackNeutron {
         Box::pin(self.get(ops::SUBNET_GET, "subnets", "subnet", id))
     }
 
+    fn quota_details<'a>(
+        &'a self,
+        project_id: &'a str,
+    ) -> BoxFuture<'a, Result<std::collections::BTreeMap<String, QuotaUsage>>> {
+        Box::pin(async move {
+            let body = self
+                .call(
+                    ops::QUOTA_DETAILS,
+                    Method::GET,
+                    format!("quotas/{}/details", seg(project_id)),
+                    Query::new(),
+                    None,
+                )
+                .await?;
+            decode(ops::QUOTA_DETAILS, &body, "quota")
+        })
+    }
+
+    fn get_subnet_pool<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<SubnetPool>> {
+        Box::pin(self.get(ops::SUBNETPOOL_GET, "subnetpools", "subnetpool", id))
+    }
+
     fn list_subnets<'a>(&'a self, filter: &'a ResourceFilter) -> BoxFuture<'a, Result<Vec<Subnet>>> {
         Box::pin(self.list(ops::SUBNET_LIST, "subnets", filter.query()))
     }

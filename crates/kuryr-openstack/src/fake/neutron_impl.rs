@@ -83,6 +83,7 @@ fn create_port(st: &mut State, op: &'static str, req: &PortCreate) -> Result<Por
             let mut m = Map::new();
             m.insert("port_filter".into(), json!(true));
             m.insert("bridge_name".into(), json!("br-int"));
+            m.extend(st.vif_details.clone());
             m
         },
         binding_host_id: host,
@@ -262,6 +263,60 @@ impl Neutron for FakeNeutron {
         })
     }
 
+    fn quota_details<'a>(
+        &'a self,
+        _project_id: &'a str,
+    ) -> BoxFuture<'a, Result<std::collections::BTreeMap<String, QuotaUsage>>> {
+        self.run(ops::QUOTA_DETAILS, move |st| {
+            let used = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+            // The fake has no quotas: every limit is -1 (unlimited).
+            Ok([
+                (
+                    "port".to_string(),
+                    QuotaUsage {
+                        limit: -1,
+                        used: used(st.ports.len()),
+                        reserved: 0,
+                    },
+                ),
+                (
+                    "network".to_string(),
+                    QuotaUsage {
+                        limit: -1,
+                        used: used(st.networks.len()),
+                        reserved: 0,
+                    },
+                ),
+                (
+                    "subnet".to_string(),
+                    QuotaUsage {
+                        limit: -1,
+                        used: used(st.subnets.len()),
+                        reserved: 0,
+                    },
+                ),
+            ]
+            .into_iter()
+            .collect())
+        })
+    }
+
+    fn get_subnet_pool<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<SubnetPool>> {
+        self.run(ops::SUBNETPOOL_GET, move |st| {
+            let pool = st
+                .pools
+                .get(id)
+                .ok_or_else(|| not_found(ops::SUBNETPOOL_GET, "SubnetPoolNotFound", id))?;
+            Ok(SubnetPool {
+                id: id.to_owned(),
+                // The fake allocates IPv4 only.
+                ip_version: Some(4),
+                prefixes: vec![pool.cidr.to_string()],
+                ..Default::default()
+            })
+        })
+    }
+
     fn list_subnets<'a>(&'a self, f: &'a ResourceFilter) -> BoxFuture<'a, Result<Vec<Subnet>>> {
         self.run(ops::SUBNET_LIST, move |st| {
             Ok(st
@@ -318,6 +373,9 @@ impl Neutron for FakeNeutron {
                 ..Default::default()
             };
             subnet.extra.insert("name".into(), json!(req.name));
+            subnet
+                .extra
+                .insert("enable_dhcp".into(), json!(req.enable_dhcp.unwrap_or(true)));
             st.subnets.insert(subnet.id.clone(), subnet.clone());
             Ok(subnet)
         })

@@ -128,3 +128,35 @@ fn status_checks() {
     assert_eq!(c.result, Outcome::Warning);
     assert_eq!(Outcome::Failure.max(Outcome::Warning).code(), 2);
 }
+
+#[test]
+fn upstream_finalizers_on_unhandled_kinds_are_a_warning() {
+    let none = check_unhandled_finalizers(&[("Service", "default/web".into(), vec!["foreign/thing".into()])]);
+    assert_eq!(none.result, Outcome::Success);
+    let c = check_unhandled_finalizers(&[
+        (
+            "Service",
+            "default/web".into(),
+            vec![kuryr_types::constants::SERVICE_FINALIZER.into()],
+        ),
+        (
+            "KuryrLoadBalancer",
+            "default/web".into(),
+            vec![kuryr_types::constants::KURYRLB_FINALIZER.into()],
+        ),
+        (
+            "NetworkPolicy",
+            "prod/deny".into(),
+            vec![kuryr_types::constants::NETWORKPOLICY_FINALIZER.into()],
+        ),
+        ("Service", "default/plain".into(), vec![]),
+    ]);
+    assert_eq!(c.result, Outcome::Warning);
+    assert!(
+        c.details
+            .contains("1 KuryrLoadBalancer(s), 1 NetworkPolicy(s), 1 Service(s)"),
+        "{}",
+        c.details
+    );
+    assert!(c.details.contains("Service default/web"), "{}", c.details);
+}

@@ -18,7 +18,7 @@ use crate::{
 
 /// Runs the command of `cli`, printing to `out`.
 pub async fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8, Error> {
-    let client = crate::access::client(cli.kubeconfig.as_deref()).await?;
+    let client = crate::access::client(cli.kubeconfig.as_deref(), &cli.config_file).await?;
     match &cli.command {
         Command::Vifs {
             namespace,

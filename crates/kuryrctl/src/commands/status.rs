@@ -1,14 +1,19 @@
 //! `kuryrctl status`: upgrade checks (upstream's `kuryr-k8s-status upgrade check`): the CRDs
-//! are installed, no pod still uses the legacy VIF annotation, every KuryrPort has its pod.
+//! are installed, no pod still uses the legacy VIF annotation, every KuryrPort has its pod, and
+//! no object carries an upstream finalizer that no kuryr-rs handler removes yet.
 //! Exit code: the worst result (0 success, 1 warning, 2 failure).
 
 use std::{collections::BTreeSet, io::Write};
 
 use k8s_openapi::{
-    api::core::v1::Pod, apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    api::{
+        core::v1::{Pod, Service},
+        networking::v1::NetworkPolicy,
+    },
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
 use kube::{Api, Client, ResourceExt, api::ListParams};
-use kuryr_types::KuryrPort;
+use kuryr_types::{KuryrLoadBalancer, KuryrNetworkPolicy, KuryrPort};
 use serde_json::json;
 
 use super::list;
@@ -39,6 +44,9 @@ pub async fn run(client: &Client, format: Output, out: &mut dyn Write) -> Result
         let kps: Vec<KuryrPort> = list(client, None, None, "KuryrPorts").await?;
         checks.push(classify::check_stale_kuryrports(&pods, &kps));
     }
+    checks.push(classify::check_unhandled_finalizers(
+        &finalized_objects(client, &present).await?,
+    ));
     let worst = checks
         .iter()
         .map(|c| c.result)
@@ -48,4 +56,43 @@ pub async fn run(client: &Client, format: Output, out: &mut dyn Write) -> Result
     extra.insert("result".into(), json!(worst));
     output::print(out, format, &checks, extra)?;
     Ok(worst.code())
+}
+
+/// Services, NetworkPolicies and (when their CRDs exist) KuryrLoadBalancers and
+/// KuryrNetworkPolicies, with their finalizers.
+async fn finalized_objects(
+    client: &Client,
+    present: &BTreeSet<String>,
+) -> Result<Vec<classify::Finalized>, Error> {
+    fn rows<K: ResourceExt>(kind: &'static str, items: Vec<K>) -> impl Iterator<Item = classify::Finalized> {
+        items.into_iter().map(move |o| {
+            (
+                kind,
+                format!("{}/{}", o.namespace().unwrap_or_default(), o.name_any()),
+                o.finalizers().to_vec(),
+            )
+        })
+    }
+    let mut out: Vec<classify::Finalized> = Vec::new();
+    out.extend(rows(
+        "Service",
+        list::<Service>(client, None, None, "Services").await?,
+    ));
+    out.extend(rows(
+        "NetworkPolicy",
+        list::<NetworkPolicy>(client, None, None, "NetworkPolicies").await?,
+    ));
+    if present.contains("kuryrloadbalancers.openstack.org") {
+        out.extend(rows(
+            "KuryrLoadBalancer",
+            list::<KuryrLoadBalancer>(client, None, None, "KuryrLoadBalancers").await?,
+        ));
+    }
+    if present.contains("kuryrnetworkpolicies.openstack.org") {
+        out.extend(rows(
+            "KuryrNetworkPolicy",
+            list::<KuryrNetworkPolicy>(client, None, None, "KuryrNetworkPolicies").await?,
+        ));
+    }
+    Ok(out)
 }

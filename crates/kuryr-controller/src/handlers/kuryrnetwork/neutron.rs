@@ -111,11 +111,19 @@ pub async fn ensure_subnet(
         debug!(%ns, subnet = %sub.id, "reusing existing subnet");
         return Ok((sub, false));
     }
+    // The subnet has the pool's IP version (an IPv6 pool gives IPv6 namespaces); DHCP is off as
+    // upstream has it: pods get their addresses from their ports, never from a DHCP agent.
+    let ip_version = match &s.subnet_pool {
+        Some(pool) => neutron.get_subnet_pool(pool).await?.ip_version,
+        None => None,
+    };
     let req = SubnetCreate {
         network_id: network_id.to_owned(),
         name: plan::resource_name(ns_uid, ns),
         project_id: Some(project_id.to_owned()),
         subnetpool_id: s.subnet_pool.clone(),
+        ip_version,
+        enable_dhcp: Some(false),
         description: plan::description(&s.tags),
         tags: s.tags.clone(),
         ..Default::default()

@@ -1,6 +1,7 @@
 //! Pure decisions of the KuryrNetwork handler: the next step from a KuryrNetwork's state,
 //! the names and descriptions of the Neutron resources it creates, and the status patches.
 
+use crate::handlers::scaffold::{self, Then};
 use kube::ResourceExt;
 use kuryr_types::{KuryrNetwork, constants::KURYRNETWORK_FINALIZER};
 use serde_json::{Value, json};
@@ -32,6 +33,16 @@ pub enum Step {
 
 fn set(v: Option<&String>) -> bool {
     v.is_some_and(|s| !s.is_empty())
+}
+
+/// The handler's plan for `kn`: its next step (each step records its result in `status`, and
+/// the scaffold plans again from the written object), nothing once done or gone.
+pub fn plan(kn: &KuryrNetwork) -> scaffold::Plan<Step> {
+    match next_step(kn) {
+        Step::Done => scaffold::Plan::nothing("namespace network complete", Then::Periodic),
+        Step::Gone => scaffold::Plan::nothing("deleted, our finalizer gone", Then::AwaitChange),
+        step => scaffold::Plan::steps("next recorded step", vec![step], Then::Periodic),
+    }
 }
 
 /// The next step for `kn` (upstream resumes from the status fields in this order).

@@ -14,7 +14,6 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::{
     Api, Client,
     api::{Patch, PatchParams},
-    runtime::events::{Event, EventType, Recorder},
 };
 use kuryr_core::activation::{ActivationConfig, ActivationTracker};
 use kuryr_openstack::{Neutron, PortFilter};
@@ -23,7 +22,7 @@ use serde_json::json;
 use tokio::sync::Notify;
 use tracing::{debug, info, warn};
 
-use crate::metrics::Metrics;
+use crate::{events::Events, metrics::Metrics};
 
 /// The KuryrPort entry a pending port belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,6 +35,9 @@ pub struct Owner {
     pub ifname: String,
     /// The pod's UID (for Events).
     pub pod_uid: String,
+    /// When the pod was scheduled (its `PodScheduled` condition, else its creation), for
+    /// upstream's `kuryr_pod_creation_latency`; unknown for VIFs found at recovery.
+    pub scheduled: Option<jiff::Timestamp>,
 }
 
 struct Pending {
@@ -51,7 +53,7 @@ pub struct Activation {
     neutron: Arc<dyn Neutron>,
     client: Client,
     metrics: Arc<Metrics>,
-    recorder: Option<Recorder>,
+    events: Events,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -62,13 +64,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Activation {
-    /// A loop with nothing pending; `recorder` publishes `ActivatePortFailed` Events.
+    /// A loop with nothing pending; `events` records `ActivatePortFailed` on pods.
     pub fn new(
         cfg: ActivationConfig,
         neutron: Arc<dyn Neutron>,
         client: Client,
         metrics: Arc<Metrics>,
-        recorder: Option<Recorder>,
+        events: Events,
     ) -> Arc<Self> {
         Arc::new(Activation {
             tracker: Mutex::new(ActivationTracker::new(cfg)),
@@ -77,7 +79,7 @@ impl Activation {
             neutron,
             client,
             metrics,
-            recorder,
+            events,
         })
     }
 
@@ -146,6 +148,7 @@ impl Activation {
             for id in &report.timed_out {
                 let owner = lock(&self.owners).get(id).map(|p| p.owner.clone());
                 if let Some(o) = owner {
+                    self.metrics.port_readiness.inc();
                     warn!(port = %id, ns = %o.namespace, pod = %o.name, "port not ACTIVE after the activation timeout");
                     self.event(
                         &o,
@@ -170,6 +173,12 @@ impl Activation {
                 self.metrics
                     .port_activation_latency
                     .observe(p.since.elapsed().as_secs_f64());
+                if let Some(at) = p.owner.scheduled {
+                    let since = jiff::Timestamp::now().duration_since(at);
+                    self.metrics
+                        .pod_creation_latency
+                        .observe(since.as_secs_f64().max(0.0));
+                }
                 info!(ns = %p.owner.namespace, pod = %p.owner.name, port = %port_id, "VIF active");
             }
             Err(kube::Error::Api(s)) if s.code == 404 => {}
@@ -181,18 +190,8 @@ impl Activation {
     }
 
     async fn event(&self, o: &Owner, reason: &str, note: String) {
-        let Some(recorder) = &self.recorder else { return };
         let pod = pod_ref(&o.namespace, &o.name, &o.pod_uid);
-        let ev = Event {
-            type_: EventType::Warning,
-            reason: reason.into(),
-            note: Some(note),
-            action: "ActivatePort".into(),
-            secondary: None,
-        };
-        if let Err(e) = recorder.publish(&ev, &pod).await {
-            debug!(error = %e, "recording event failed");
-        }
+        self.events.warning(&pod, reason, note, "ActivatePort").await;
     }
 }
 

@@ -1,9 +1,11 @@
-//! [`Error`]: the failed steps of the KuryrPort handler, their metric labels, Event reasons and
-//! requeue delays.
+//! [`Error`]: the failed steps of the KuryrPort handler, their kinds (which choose the retry
+//! delay), metric labels and Event reasons.
 
-use std::time::Duration;
-
-use crate::{drivers::DriverError, pool};
+use crate::{
+    drivers::DriverError,
+    handlers::scaffold::{ErrorKind, HandlerError, kube_kind},
+    pool,
+};
 
 /// A failed step of the KuryrPort handler.
 #[derive(Debug, thiserror::Error)]
@@ -90,9 +92,25 @@ pub enum Error {
     },
 }
 
-impl Error {
-    /// Label of the `outcome` of `kuryr_reconcile_total`.
-    pub fn metric_label(&self) -> &'static str {
+impl HandlerError for Error {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Error::MissingNamespace(_) => ErrorKind::Internal,
+            Error::Drivers { source, .. } if source.is_transient() => ErrorKind::Transient,
+            Error::Drivers { .. } => ErrorKind::Invalid,
+            Error::RequestPort { source, .. } | Error::ReleasePort { source, .. } => match source {
+                pool::Error::PopulationBackoff { retry_in, .. } => ErrorKind::Capacity(*retry_in),
+                e if e.is_retryable() => ErrorKind::Transient,
+                _ => ErrorKind::Invalid,
+            },
+            Error::GetPod { source, .. }
+            | Error::PatchStatus { source, .. }
+            | Error::RemoveFinalizer { source, .. }
+            | Error::DeleteKuryrPort { source, .. } => kube_kind(source),
+        }
+    }
+
+    fn metric_label(&self) -> &'static str {
         match self {
             Error::MissingNamespace(_) => "missing_namespace",
             Error::GetPod { .. } => "get_pod",
@@ -105,41 +123,25 @@ impl Error {
         }
     }
 
-    /// Reason of the Warning Event recorded on the pod (upstream's names where it had one).
-    pub fn event_reason(&self) -> &'static str {
-        match self {
+    /// Recorded on the pod (upstream's names where it had one).
+    fn event_reason(&self) -> Option<&'static str> {
+        if self.kind() == ErrorKind::Conflict {
+            return None;
+        }
+        Some(match self {
             Error::MissingNamespace(_) | Error::GetPod { .. } => "MissingPod",
             Error::Drivers { .. } => "NoPodSubnetFound",
             Error::RequestPort { source, .. } => match source {
                 pool::Error::PopulationBackoff { .. } | pool::Error::CreatePort { .. } => {
                     "FailToPopulateVIFPool"
                 }
+                pool::Error::UnsupportedBinding { .. } => "UnsupportedVIFBinding",
                 _ => "FailedToRequestVIF",
             },
             Error::PatchStatus { .. } => "ExceptionOnKPUpdate",
             Error::ReleasePort { .. } => "FailedToReleaseVIF",
             Error::RemoveFinalizer { .. } => "FailedToRemoveKuryrPortFinalizer",
             Error::DeleteKuryrPort { .. } => "FailedToDeleteKuryrPortCRD",
-        }
-    }
-
-    /// When to retry.
-    pub fn requeue_after(&self) -> Duration {
-        match self {
-            Error::MissingNamespace(_) => Duration::from_secs(300),
-            Error::Drivers { source, .. } if !source.is_transient() => Duration::from_secs(60),
-            Error::RequestPort { source, .. } | Error::ReleasePort { source, .. } => source.retry_after(),
-            Error::RemoveFinalizer { source, .. } if crate::finalizer::is_conflict(source) => {
-                Duration::from_millis(200)
-            }
-            Error::GetPod { source, .. }
-            | Error::PatchStatus { source, .. }
-            | Error::RemoveFinalizer { source, .. }
-            | Error::DeleteKuryrPort { source, .. } => match source {
-                kube::Error::Api(s) if s.code == 409 => Duration::from_millis(200),
-                _ => Duration::from_secs(2),
-            },
-            Error::Drivers { .. } => Duration::from_secs(2),
-        }
+        })
     }
 }

@@ -90,6 +90,7 @@ pub(super) fn track_inactive(activation: &Activation, kp: &KuryrPort) {
                     name: kp.name_any(),
                     ifname: ifname.clone(),
                     pod_uid: kp.spec.pod_uid.clone(),
+                    scheduled: None,
                 },
             );
         }

@@ -1,8 +1,9 @@
 //! The pod handler's decisions, without I/O: given a Pod and its KuryrPort (if any), which
 //! steps bring them to the state upstream's `VIFHandler` maintains.
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, time::Duration};
 
+use crate::handlers::scaffold::Then;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{Resource, ResourceExt, api::ObjectMeta};
 use kuryr_types::{
@@ -23,34 +24,35 @@ pub enum Step {
     RemovePodFinalizer,
 }
 
-/// What to do for one pod, and why (for logs).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
-    /// Steps in order; empty means nothing to do now.
-    pub steps: Vec<Step>,
-    /// Short reason, logged with the steps.
-    pub reason: &'static str,
+/// What to do for one pod: the scaffold's plan of [`Step`]s.
+pub type Plan = crate::handlers::scaffold::Plan<Step>;
+
+/// How soon a pod whose KuryrPort is being deleted is looked at again: the KuryrPort's own
+/// deletion event may have been consumed before the port cache saw it, so the next event is
+/// not relied upon.
+pub const RELEASE_RECHECK: Duration = Duration::from_secs(1);
+
+/// The plan acts on the KuryrPort being absent (creates it, or drops the pod finalizer): when
+/// it was computed from a cache, the absence is confirmed with a live read first.
+pub fn relies_on_absent_port(steps: &[Step]) -> bool {
+    steps
+        .iter()
+        .any(|s| matches!(s, Step::CreatePort(_) | Step::RemovePodFinalizer))
 }
 
-impl Plan {
-    /// The plan acts on the KuryrPort being absent (creates it, or drops the pod finalizer):
-    /// when it was computed from a cache, confirm the absence with a live read first.
-    pub fn relies_on_absent_port(&self) -> bool {
-        self.steps
-            .iter()
-            .any(|s| matches!(s, Step::CreatePort(_) | Step::RemovePodFinalizer))
-    }
-
-    /// The pod is going and its KuryrPort is being deleted: nothing to do but wait for it to be
-    /// gone. When computed from a cache, confirm with a live read (the cache can lag behind
-    /// the KuryrPort watch that triggered the reconcile) and check again soon.
-    pub fn awaits_port_release(&self) -> bool {
-        self.steps.is_empty() && self.reason == AWAITING_RELEASE
-    }
-
-    fn new(reason: &'static str, steps: Vec<Step>) -> Self {
-        Self { steps, reason }
-    }
+/// Builds the plan: periodic re-list after it, a live confirmation when it relies on an absent
+/// KuryrPort, and a prompt re-check while a KuryrPort is being released (also confirmed live:
+/// the cache can lag behind the KuryrPort watch that triggered the reconcile).
+fn new_plan(reason: &'static str, steps: Vec<Step>) -> Plan {
+    let awaiting = steps.is_empty() && reason == AWAITING_RELEASE;
+    let then = if awaiting {
+        Then::Requeue(RELEASE_RECHECK)
+    } else {
+        Then::Periodic
+    };
+    let confirm = awaiting || relies_on_absent_port(&steps);
+    let plan = Plan::steps(reason, steps, then);
+    if confirm { plan.confirmed_live() } else { plan }
 }
 
 /// Reason of the plan that waits for a deleting KuryrPort to go.
@@ -137,17 +139,17 @@ pub fn plan(pod: &Pod, port: Option<&KuryrPort>) -> Plan {
             "pod deleted"
         };
         return match port {
-            Some(_) if port_deleting => Plan::new(AWAITING_RELEASE, vec![]),
-            Some(_) => Plan::new(reason, vec![Step::DeletePort]),
-            None if pod_finalized => Plan::new(reason, vec![Step::RemovePodFinalizer]),
-            None => Plan::new(reason, vec![]),
+            Some(_) if port_deleting => new_plan(AWAITING_RELEASE, vec![]),
+            Some(_) => new_plan(reason, vec![Step::DeletePort]),
+            None if pod_finalized => new_plan(reason, vec![Step::RemovePodFinalizer]),
+            None => new_plan(reason, vec![]),
         };
     }
     if is_host_network(pod) {
-        return Plan::new("host network pod", vec![]);
+        return new_plan("host network pod", vec![]);
     }
     if !is_scheduled(pod) {
-        return Plan::new("pod not scheduled or not pending", vec![]);
+        return new_plan("pod not scheduled or not pending", vec![]);
     }
     let mut steps = Vec::new();
     if !pod_finalized {
@@ -155,19 +157,19 @@ pub fn plan(pod: &Pod, port: Option<&KuryrPort>) -> Plan {
     }
     match port {
         Some(_) if port_deleting => {
-            return Plan::new("waiting for the previous KuryrPort to be released", steps);
+            return new_plan("waiting for the previous KuryrPort to be released", steps);
         }
         Some(p) if pod.uid().is_some_and(|uid| uid != p.spec.pod_uid) => {
             steps.push(Step::DeletePort);
-            return Plan::new("KuryrPort belongs to an earlier pod of this name", steps);
+            return new_plan("KuryrPort belongs to an earlier pod of this name", steps);
         }
         Some(_) => {}
         None => match desired_port(pod) {
             Some(p) => steps.push(Step::CreatePort(Box::new(p))),
-            None => return Plan::new("pod lacks name, namespace or uid", vec![]),
+            None => return new_plan("pod lacks name, namespace or uid", vec![]),
         },
     }
-    Plan::new("pod scheduled", steps)
+    new_plan("pod scheduled", steps)
 }
 
 #[cfg(test)]
@@ -211,7 +213,11 @@ mod tests {
         let pod = mk_pod(json!({}));
         let p = plan(&pod, None);
         assert_eq!(p.steps.len(), 2);
-        assert!(p.relies_on_absent_port());
+        assert!(
+            p.confirm_live,
+            "creating the KuryrPort rests on its absence: confirm live"
+        );
+        assert_eq!(p.then, Then::Periodic);
         assert_eq!(p.steps[0], Step::AddPodFinalizer);
         let Step::CreatePort(port) = &p.steps[1] else {
             panic!("{p:?}")
@@ -234,7 +240,9 @@ mod tests {
     fn finalized_pod_with_port_needs_nothing() {
         let pod = mk_pod(finalized());
         let port = desired_port(&pod).expect("port");
-        assert!(plan(&pod, Some(&port)).steps.is_empty());
+        let p = plan(&pod, Some(&port));
+        assert!(p.steps.is_empty());
+        assert!(!p.confirm_live, "the steady state needs no live read");
     }
 
     #[test]
@@ -263,7 +271,10 @@ mod tests {
         let mut port = desired_port(&mk_pod(json!({}))).expect("port");
         assert_eq!(plan(&pod, Some(&port)).steps, vec![Step::DeletePort]);
         port.metadata.deletion_timestamp = deleted();
-        assert!(plan(&pod, Some(&port)).steps.is_empty());
+        let waiting = plan(&pod, Some(&port));
+        assert!(waiting.steps.is_empty());
+        assert!(waiting.confirm_live);
+        assert_eq!(waiting.then, Then::Requeue(RELEASE_RECHECK));
         assert_eq!(plan(&pod, None).steps, vec![Step::RemovePodFinalizer]);
         pod.metadata.finalizers = None;
         assert!(plan(&pod, None).steps.is_empty());

@@ -1,7 +1,8 @@
-//! The Kubernetes client of the controller, chosen as upstream does plus kubeconfig support:
-//! `--kubeconfig` if given; else `[kubernetes] api_root` with `token_file`,
-//! `ssl_client_crt_file`/`ssl_client_key_file`, `ssl_ca_crt_file` and `ssl_verify_server_crt`;
-//! else `kube::Config::infer` (`KUBECONFIG`, `~/.kube/config`, in-cluster service account).
+//! The Kubernetes client of every kuryr-rs process, chosen as upstream does plus kubeconfig
+//! support: `--kubeconfig` if given; else `[kubernetes] api_root` with `token_file`,
+//! `ssl_client_crt_file`/`ssl_client_key_file`, `ssl_ca_crt_file` and `ssl_verify_server_crt`
+//! (an upstream kuryr.conf inside a pod); else `kube::Config::infer` (`KUBECONFIG`,
+//! `~/.kube/config`, in-cluster service account).
 
 use std::path::{Path, PathBuf};
 
@@ -16,6 +17,9 @@ use kuryr_config::KubernetesConf;
 /// Why no client could be built.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// `[kubernetes] api_root` is not an http(s) URL.
+    #[error("[kubernetes] api_root {0:?} is not an http(s) URL")]
+    ApiRoot(String),
     /// `--kubeconfig` could not be read or parsed.
     #[error("reading kubeconfig {path}")]
     ReadKubeconfig {
@@ -97,6 +101,10 @@ pub async fn client(kubeconfig: Option<&Path>, k: &KubernetesConf) -> Result<Cli
             .await
             .map_err(Error::LoadKubeconfig)?
     } else if !k.api_root.is_empty() {
+        let scheme_ok = k.api_root.starts_with("https://") || k.api_root.starts_with("http://");
+        if !scheme_ok || k.api_root.parse::<http::Uri>().is_err() {
+            return Err(Error::ApiRoot(k.api_root.clone()));
+        }
         kube::Config::from_custom_kubeconfig(kubeconfig_from_conf(k), &options)
             .await
             .map_err(Error::LoadKubeconfig)?
@@ -134,5 +142,28 @@ mod tests {
         let cluster = kc.clusters[0].cluster.as_ref().expect("cluster");
         assert_eq!(cluster.certificate_authority, None);
         assert_eq!(cluster.insecure_skip_tls_verify, Some(true));
+    }
+
+    #[test]
+    fn an_existing_token_file_is_used() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let token = dir.path().join("token");
+        std::fs::write(&token, "secret").expect("write token");
+        let mut k = kuryr_config::Config::defaults().groups.kubernetes;
+        k.api_root = "https://10.0.0.1:6443".into();
+        k.token_file = Some(token.display().to_string());
+        let kc = kubeconfig_from_conf(&k);
+        let user = kc.auth_infos[0].auth_info.as_ref().expect("user");
+        assert_eq!(user.token_file.as_deref(), Some(token.to_str().expect("utf-8")));
+    }
+
+    #[tokio::test]
+    async fn a_bad_api_root_names_the_option() {
+        let mut k = kuryr_config::Config::defaults().groups.kubernetes;
+        k.api_root = "10.0.0.1:6443".into();
+        let Err(e) = client(None, &k).await else {
+            panic!("a host:port without scheme is not a URL")
+        };
+        assert!(e.to_string().contains("[kubernetes] api_root"), "{e}");
     }
 }

@@ -10,13 +10,20 @@
 //! | `POST /freePool` | `{host?}` (all pools without) | `{deleted: n}` |
 //!
 //! Errors are `{error: "..."}` with 400 (bad request) or 500/503 (Neutron).
+//!
+//! Upstream's request bodies are accepted too ([`upstream`]), so its recipes and
+//! `subports.py`-style tools keep working: `populatePool`/`freePool` with `{"trunks": [...],
+//! "num_ports": N}` (a trunk is a node's IP or name) and `showPool` with a `{"pool_key": [node,
+//! project_id, [security group ids]]}` body; those are answered in upstream's plain-text
+//! sentences.
 
 use std::{path::Path, sync::Arc};
 
 use axum::{
     Json, Router,
+    body::Bytes,
     extract::{Query, State},
-    http::StatusCode,
+    http::{StatusCode, Uri},
     response::{IntoResponse, Response},
     routing::{get, post},
 };
@@ -27,7 +34,21 @@ use tokio::task::JoinHandle;
 use tracing::{error, info};
 
 use super::VifPool;
-use crate::drivers::PodTarget;
+use crate::drivers::{Drivers, PodTarget};
+
+mod upstream;
+
+/// What the API serves from: the pools, and (for upstream's bodies) the drivers that choose
+/// the default project, subnets and security groups, and a client to resolve node IPs.
+#[derive(Clone)]
+pub struct Manager {
+    /// The pools.
+    pub pool: Arc<VifPool>,
+    /// The pod drivers (upstream's `populatePool` uses the defaults of an empty pod).
+    pub drivers: Option<Arc<Drivers>>,
+    /// Kubernetes (node IP → node name).
+    pub client: Option<kube::Client>,
+}
 
 /// `showPool` query.
 #[derive(Debug, Deserialize)]
@@ -75,16 +96,36 @@ fn failure(e: &super::Error) -> Response {
     (code, Json(json!({"error": crate::error_chain(e)}))).into_response()
 }
 
-async fn list_pools(State(pool): State<Arc<VifPool>>) -> Response {
-    Json(pool.pools()).into_response()
+async fn list_pools(State(m): State<Manager>) -> Response {
+    Json(m.pool.pools()).into_response()
 }
 
-async fn show_pool(State(pool): State<Arc<VifPool>>, Query(q): Query<PoolQuery>) -> Response {
+async fn show_pool(State(m): State<Manager>, uri: Uri, body: Bytes) -> Response {
+    if let Some(key) = upstream::pool_key(&body) {
+        return upstream::show(&m, key).await;
+    }
+    let Ok(Query(q)) = Query::<PoolQuery>::try_from_uri(&uri) else {
+        return bad_request(
+            "showPool needs ?host=&project_id=&network_id= (or upstream's {\"pool_key\": [...]} body)",
+        );
+    };
     let key = PoolKey::new(q.host, q.project_id, q.network_id);
-    Json(pool.pool_ports(&key)).into_response()
+    Json(m.pool.pool_ports(&key)).into_response()
 }
 
-async fn populate_pool(State(pool): State<Arc<VifPool>>, Json(b): Json<PopulateBody>) -> Response {
+fn bad_request(msg: &str) -> Response {
+    (StatusCode::BAD_REQUEST, Json(json!({"error": msg}))).into_response()
+}
+
+async fn populate_pool(State(m): State<Manager>, body: Bytes) -> Response {
+    if let Some(req) = upstream::trunks(&body) {
+        return upstream::populate(&m, req).await;
+    }
+    let b: PopulateBody = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => return bad_request(&format!("populatePool body: {e}")),
+    };
+    let pool = &m.pool;
     let mut sgs = b.security_groups;
     sgs.sort();
     sgs.dedup();
@@ -101,26 +142,36 @@ async fn populate_pool(State(pool): State<Arc<VifPool>>, Json(b): Json<PopulateB
     }
 }
 
-async fn free_pool(State(pool): State<Arc<VifPool>>, body: Option<Json<FreeBody>>) -> Response {
-    let host = body.and_then(|Json(b)| b.host);
-    match pool.free_pools(host.as_deref()).await {
+async fn free_pool(State(m): State<Manager>, body: Bytes) -> Response {
+    if let Some(req) = upstream::trunks(&body) {
+        return upstream::free(&m, req).await;
+    }
+    let host = if body.iter().all(u8::is_ascii_whitespace) {
+        None
+    } else {
+        match serde_json::from_slice::<FreeBody>(&body) {
+            Ok(b) => b.host,
+            Err(e) => return bad_request(&format!("freePool body: {e}")),
+        }
+    };
+    match m.pool.free_pools(host.as_deref()).await {
         Ok(deleted) => Json(json!({"deleted": deleted})).into_response(),
         Err(e) => failure(&e),
     }
 }
 
 /// The API's routes.
-pub fn router(pool: Arc<VifPool>) -> Router {
+pub fn router(manager: Manager) -> Router {
     Router::new()
         .route("/listPools", get(list_pools))
         .route("/showPool", get(show_pool))
         .route("/populatePool", post(populate_pool))
         .route("/freePool", post(free_pool))
-        .with_state(pool)
+        .with_state(manager)
 }
 
 /// Serves the API on `path` (an existing socket file is replaced, as upstream does).
-pub fn serve(pool: Arc<VifPool>, path: &Path) -> std::io::Result<JoinHandle<()>> {
+pub fn serve(manager: Manager, path: &Path) -> std::io::Result<JoinHandle<()>> {
     if path.exists() {
         std::fs::remove_file(path)?;
     }
@@ -129,7 +180,7 @@ pub fn serve(pool: Arc<VifPool>, path: &Path) -> std::io::Result<JoinHandle<()>>
     }
     let listener = tokio::net::UnixListener::bind(path)?;
     info!(socket = %path.display(), "pool manager listening");
-    let router = router(pool);
+    let router = router(manager);
     Ok(tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, router).await {
             error!(error = %e, "pool manager failed");

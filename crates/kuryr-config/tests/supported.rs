@@ -1,0 +1,166 @@
+//! Nothing accepted silently that does nothing: values whose feature kuryr-rs does not implement
+//! yet stop kuryr-controller with an error naming the option, the value and the file:line;
+//! options upstream itself ignores without the feature only warn.
+
+use std::path::PathBuf;
+
+use kuryr_config::{ConfigError, ConfigSources, Role, WarningKind, from_strs, load_for};
+
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+/// What a controller needs to start with the default drivers.
+const BASE: &str = "[neutron_defaults]\nproject = p\npod_subnet = s\npod_security_groups = sg\n\
+                    [kubernetes]\nenabled_handlers = vif,kuryrport\n";
+
+fn refused(extra: &str) -> Vec<ConfigError> {
+    let text = format!("{BASE}{extra}");
+    from_strs(&[("kuryr.conf", &text)], Role::Controller, &no_env)
+        .expect_err("refused")
+        .0
+        .into_iter()
+        .filter(|e| matches!(e, ConfigError::NotImplemented { .. }))
+        .collect()
+}
+
+fn message(extra: &str) -> String {
+    let errs = refused(extra);
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    errs[0].to_string()
+}
+
+#[test]
+fn the_base_configuration_starts() {
+    let (_, warnings) = from_strs(&[("kuryr.conf", BASE)], Role::Controller, &no_env).expect("starts");
+    assert!(warnings.is_empty(), "{warnings:#?}");
+}
+
+#[test]
+fn nested_vif_drivers_are_refused_with_file_and_line() {
+    for driver in ["nested-vlan", "nested-macvlan", "nested-dpdk", "sriov"] {
+        let m = message(&format!("pod_vif_driver = {driver}\n"));
+        // BASE has 6 lines; the option is on line 7.
+        assert!(
+            m.starts_with("kuryr.conf:7: [kubernetes] pod_vif_driver = "),
+            "{m}"
+        );
+        assert!(m.contains(driver), "{m}");
+        assert!(m.contains("kuryr-rs implements: neutron-vif"), "{m}");
+    }
+}
+
+#[test]
+fn pool_drivers_without_an_implementation_are_refused() {
+    for driver in ["nested", "multi_pool"] {
+        let m = message(&format!("vif_pool_driver = {driver}\n"));
+        assert!(m.contains("[kubernetes] vif_pool_driver"), "{m}");
+        assert!(m.contains("neutron, noop"), "{m}");
+    }
+}
+
+#[test]
+fn multi_vif_drivers_other_than_noop_are_refused() {
+    let m = message("multi_vif_drivers = noop,npwg_multiple_interfaces\n");
+    assert!(
+        m.contains("[kubernetes] multi_vif_drivers = npwg_multiple_interfaces"),
+        "{m}"
+    );
+}
+
+#[test]
+fn the_policy_security_groups_driver_is_refused_until_networkpolicy_lands() {
+    let m = message("pod_security_groups_driver = policy\n");
+    assert!(
+        m.contains("[kubernetes] pod_security_groups_driver = policy"),
+        "{m}"
+    );
+    assert!(m.contains("NetworkPolicy"), "{m}");
+}
+
+#[test]
+fn handlers_set_in_a_file_must_be_implemented() {
+    let text = "[neutron_defaults]\nproject = p\npod_subnet = s\npod_security_groups = sg\nservice_subnet = v\n\
+                [kubernetes]\nenabled_handlers = vif,kuryrport,service,endpoints,policy\n";
+    let errs = from_strs(&[("k.conf", text)], Role::Controller, &no_env)
+        .expect_err("refused")
+        .0;
+    let m = errs
+        .iter()
+        .find(|e| matches!(e, ConfigError::NotImplemented { option, .. } if *option == "enabled_handlers"))
+        .map(ToString::to_string)
+        .unwrap_or_else(|| panic!("no enabled_handlers error in {errs:#?}"));
+    assert!(m.starts_with("k.conf:7: [kubernetes] enabled_handlers"), "{m}");
+    assert!(m.contains("service (Services"), "{m}");
+    assert!(m.contains("policy (NetworkPolicy)"), "{m}");
+    // A typo is no handler at all.
+    let m = message("[kubernetes]\nenabled_handlers = vif,kuryrprot\n");
+    assert!(m.contains("kuryrprot") && m.contains("no such handler"), "{m}");
+}
+
+#[test]
+fn upstreams_default_handler_list_starts_with_a_warning() {
+    let text =
+        "[neutron_defaults]\nproject = p\npod_subnet = s\npod_security_groups = sg\nservice_subnet = v\n";
+    let (_, w) = from_strs(&[("d.conf", text)], Role::Controller, &no_env).expect("defaults start");
+    let w: Vec<_> = w.iter().filter(|w| w.kind == WarningKind::NotInEffect).collect();
+    assert_eq!(w.len(), 1, "{w:#?}");
+    assert_eq!(w[0].option, "enabled_handlers");
+    assert!(
+        w[0].message.contains("endpoints") && w[0].message.contains("service"),
+        "{}",
+        w[0].message
+    );
+}
+
+#[test]
+fn options_upstream_also_ignores_without_their_feature_warn_with_file_and_line() {
+    let extra = "[vif_pool]\nvif_pool_mapping = nested-vlan:nested\n\
+                 [octavia_defaults]\nmember_mode = L2\nlb_algorithm = SOURCE_IP_PORT\n";
+    let text = format!("{BASE}{extra}");
+    let (_, w) = from_strs(&[("w.conf", &text)], Role::Controller, &no_env).expect("starts");
+    let w: Vec<_> = w.iter().filter(|w| w.kind == WarningKind::NotInEffect).collect();
+    assert_eq!(w.len(), 2, "{w:#?}");
+    assert_eq!(
+        (w[0].group.as_str(), w[0].option.as_str(), w[0].origin.line),
+        ("vif_pool", "vif_pool_mapping", 8)
+    );
+    assert!(w[0].message.contains("multi_pool"), "{}", w[0].message);
+    assert_eq!(w[1].group, "octavia_defaults");
+    assert!(
+        w[1].message.contains("member_mode") && w[1].message.contains("lb_algorithm"),
+        "{}",
+        w[1].message
+    );
+    assert!(w[1].message.contains("Services"), "{}", w[1].message);
+}
+
+#[test]
+fn the_daemon_and_tools_accept_what_the_controller_refuses() {
+    let text = format!("{BASE}pod_vif_driver = nested-vlan\n");
+    assert!(from_strs(&[("n.conf", &text)], Role::Daemon, &no_env).is_ok());
+    assert!(from_strs(&[("n.conf", &text)], Role::Any, &no_env).is_ok());
+}
+
+#[test]
+fn upstreams_full_sample_is_refused_by_the_controller_naming_each_missing_feature() {
+    let sources = ConfigSources {
+        config_files: vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/kuryr.conf")],
+        config_dirs: vec![],
+    };
+    let errs = load_for(&sources, Role::Controller, &no_env)
+        .expect_err("refused")
+        .0;
+    let named: Vec<String> = errs
+        .iter()
+        .filter_map(|e| match e {
+            ConfigError::NotImplemented { option, .. } => Some(option.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert!(named.contains(&"pod_vif_driver".to_string()), "{named:?}");
+    assert!(named.contains(&"enabled_handlers".to_string()), "{named:?}");
+    for e in &errs {
+        assert!(e.origin().is_some(), "every refusal names its file and line: {e}");
+    }
+}

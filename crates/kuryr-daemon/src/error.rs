@@ -1,0 +1,179 @@
+//! [`OpError`]: why a CNI operation failed, its metric label, whether it is the daemon's own
+//! failure (counted towards `[cni_daemon] cni_failures_count`), and the CNI error body and HTTP
+//! status upstream's plugin expects.
+
+use std::{path::PathBuf, time::Duration};
+
+use kuryr_cni_api::{CniError, ErrorCode};
+
+use crate::{binding::BindingError, binding::spec, registry::WaitReason, state::StateError};
+
+/// How long DEL may take (upstream: 5 s).
+pub const DEL_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub use kuryr_runtime::error_chain;
+
+/// A failed CNI operation; [`OpError::to_cni`] gives the error body and HTTP status.
+#[derive(Debug, thiserror::Error)]
+pub enum OpError {
+    /// The request is invalid.
+    #[error("{0}")]
+    Invalid(CniError),
+    /// `CNI_NETNS` does not exist.
+    #[error("network namespace {0} does not exist")]
+    NoNetns(PathBuf),
+    /// The pod is being deleted.
+    #[error("pod {0} is gone")]
+    PodGone(String),
+    /// The KuryrPort belongs to another incarnation of the pod.
+    #[error("pod {key}: KuryrPort is for pod UID {kp}, the pod's UID is {pod}")]
+    UidMismatch {
+        /// Pod key.
+        key: String,
+        /// `spec.podUid`.
+        kp: String,
+        /// The pod's UID.
+        pod: String,
+    },
+    /// No usable KuryrPort in time.
+    #[error("timed out after {timeout:?} waiting for the VIFs of pod {key} ({reason:?})")]
+    KuryrPortTimeout {
+        /// Pod key.
+        key: String,
+        /// The bound.
+        timeout: Duration,
+        /// What was still missing.
+        reason: WaitReason,
+    },
+    /// The VIFs did not become active in time.
+    #[error("timed out after {timeout:?} waiting for the VIFs of pod {key} to become active")]
+    ActivationTimeout {
+        /// Pod key.
+        key: String,
+        /// The bound.
+        timeout: Duration,
+    },
+    /// A VIF cannot be turned into wiring.
+    #[error("VIF {ifname} of pod {key}")]
+    Spec {
+        /// Pod key.
+        key: String,
+        /// Its interface.
+        ifname: String,
+        /// Cause.
+        #[source]
+        source: spec::SpecError,
+    },
+    /// Wiring or unwiring failed.
+    #[error("binding {ifname} of container {container_id}")]
+    Binding {
+        /// Container.
+        container_id: String,
+        /// Interface.
+        ifname: String,
+        /// Cause.
+        #[source]
+        source: BindingError,
+    },
+    /// The state files cannot be updated.
+    #[error("recording the attachment")]
+    State(#[source] StateError),
+    /// DEL took longer than [`DEL_TIMEOUT`].
+    #[error("DEL of container {0} did not finish within {DEL_TIMEOUT:?}")]
+    DelTimeout(String),
+    /// ADD: the container was deleted (DEL) while ADD waited for its KuryrPort.
+    #[error("container {0} was deleted while ADD was waiting")]
+    DeletedMeanwhile(String),
+    /// CHECK: this daemon did not wire the container.
+    #[error("container {0} is not wired by this daemon")]
+    NotWired(String),
+    /// CHECK: the wiring is damaged.
+    #[error("wiring of container {container_id} is damaged")]
+    CheckFailed {
+        /// Container.
+        container_id: String,
+        /// What is wrong.
+        problems: Vec<String>,
+    },
+}
+
+impl OpError {
+    /// The `map_err` of a binding call for `ifname` of container `container_id`.
+    pub fn binding(container_id: &str, ifname: &str) -> impl Fn(BindingError) -> OpError {
+        let (container_id, ifname) = (container_id.to_owned(), ifname.to_owned());
+        move |source| OpError::Binding {
+            container_id: container_id.clone(),
+            ifname: ifname.clone(),
+            source,
+        }
+    }
+
+    /// The metric label of this error.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Invalid(_) | Self::NoNetns(_) => "invalid",
+            Self::PodGone(_) => "pod_gone",
+            Self::UidMismatch { .. } => "uid_mismatch",
+            Self::KuryrPortTimeout { .. } => "kuryrport_timeout",
+            Self::ActivationTimeout { .. } => "activation_timeout",
+            Self::Spec { .. } => "bad_vif",
+            Self::Binding { .. } => "binding",
+            Self::State(_) => "state",
+            Self::DelTimeout(_) => "del_timeout",
+            Self::NotWired(_) => "not_wired",
+            Self::DeletedMeanwhile(_) => "deleted_meanwhile",
+            Self::CheckFailed { .. } => "check_failed",
+        }
+    }
+
+    /// Whether this is a failure of the daemon itself (counts towards `cni_failures_count`).
+    pub fn is_internal(&self) -> bool {
+        matches!(self, Self::Spec { .. } | Self::Binding { .. } | Self::State(_))
+    }
+
+    /// The CNI error body (upstream codes: 4 bad parameters, 3 pod gone, 11 timeout, 999 other).
+    pub fn to_cni(&self) -> CniError {
+        match self {
+            Self::Invalid(e) => e.clone(),
+            Self::NoNetns(_) => CniError::new(ErrorCode::InvalidEnvironment, self.to_string()),
+            Self::PodGone(_) | Self::UidMismatch { .. } | Self::NotWired(_) | Self::DeletedMeanwhile(_) => {
+                CniError::new(ErrorCode::UnknownContainer, self.to_string())
+            }
+            Self::KuryrPortTimeout { .. } | Self::ActivationTimeout { .. } | Self::DelTimeout(_) => {
+                CniError::new(ErrorCode::TryAgainLater, self.to_string())
+            }
+            Self::CheckFailed { problems, .. } => {
+                CniError::new(ErrorCode::Generic, self.to_string()).with_details(problems.join("; "))
+            }
+            Self::Spec { .. } | Self::Binding { .. } | Self::State(_) => {
+                CniError::new(ErrorCode::DaemonInternal, self.to_string()).with_details(error_chain(self))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_map_to_upstream_codes() {
+        let e = OpError::PodGone("ns/p".into()).to_cni();
+        assert_eq!(e.code, ErrorCode::UnknownContainer);
+        assert_eq!(kuryr_cni_api::daemon::http_status_for(e.code), 410);
+        let e = OpError::KuryrPortTimeout {
+            key: "ns/p".into(),
+            timeout: Duration::from_secs(1),
+            reason: WaitReason::NoKuryrPort,
+        };
+        assert_eq!(kuryr_cni_api::daemon::http_status_for(e.to_cni().code), 504);
+        assert!(!e.is_internal());
+        let e = OpError::State(StateError::Encode(serde_json::from_str::<u8>("x").unwrap_err()));
+        assert!(e.is_internal());
+        assert_eq!(kuryr_cni_api::daemon::http_status_for(e.to_cni().code), 500);
+        assert!(e.to_cni().details.contains("encoding state"));
+        let e = OpError::NoNetns("/x".into()).to_cni();
+        assert_eq!(kuryr_cni_api::daemon::http_status_for(e.code), 400);
+        assert!(e.msg.contains("/x"));
+    }
+}
