@@ -343,6 +343,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn upstream_metric_names_exist_beside_ours() {
+        let m = Metrics::default();
+        m.pod_creation_latency.observe(12.0);
+        m.port_readiness.inc();
+        m.quota_free
+            .get_or_create(&ResourceLabels {
+                resource: "ports".into(),
+            })
+            .set(380);
+        m.port_quota_per_subnet
+            .get_or_create(&SubnetLabels {
+                subnet_id: "s1".into(),
+                subnet_name: "ns/default".into(),
+            })
+            .set(250);
+        let text = m.render().expect("render");
+        for needle in [
+            "kuryr_pod_creation_latency_bucket{le=\"20.0\"} 1",
+            "kuryr_pod_creation_latency_bucket{le=\"10.0\"} 0",
+            "kuryr_port_readiness_total 1",
+            "kuryr_load_balancer_readiness_total 0",
+            "kuryr_quota_free_count{resource=\"ports\"} 380",
+            "kuryr_port_quota_per_subnet{subnet_id=\"s1\",subnet_name=\"ns/default\"} 250",
+        ] {
+            assert!(text.contains(needle), "missing {needle} in:\n{text}");
+        }
+    }
+
+    #[test]
     fn renders_counter_and_latency_histogram() {
         let m = Metrics::default();
         m.reconciled("vif", "ok");

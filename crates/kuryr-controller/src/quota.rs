@@ -181,6 +181,19 @@ mod tests {
         assert_eq!(pool_size(&s), 110);
     }
 
+    #[tokio::test]
+    async fn gauges_come_from_neutron() {
+        let fake = kuryr_openstack::fake::FakeNeutron::new();
+        let (_, subnet) = fake.add_network("pods", "10.0.0.0/24");
+        let metrics = Metrics::default();
+        refresh_quota(&fake, &metrics, "proj").await;
+        refresh_subnets(&fake, &metrics, std::slice::from_ref(&subnet.id)).await;
+        let text = metrics.render().expect("render");
+        // The fake has no quotas: unlimited.
+        assert!(text.contains("kuryr_quota_free_count{resource=\"ports\"} -1"), "{text}");
+        assert!(text.contains("kuryr_port_quota_per_subnet{subnet_id="), "{text}");
+    }
+
     #[test]
     fn free_quota_is_limit_minus_use_or_unlimited() {
         let q = |limit, used| kuryr_openstack::QuotaUsage {
