@@ -190,7 +190,10 @@ mod tests {
         refresh_subnets(&fake, &metrics, std::slice::from_ref(&subnet.id)).await;
         let text = metrics.render().expect("render");
         // The fake has no quotas: unlimited.
-        assert!(text.contains("kuryr_quota_free_count{resource=\"ports\"} -1"), "{text}");
+        assert!(
+            text.contains("kuryr_quota_free_count{resource=\"ports\"} -1"),
+            "{text}"
+        );
         assert!(text.contains("kuryr_port_quota_per_subnet{subnet_id="), "{text}");
     }
 
