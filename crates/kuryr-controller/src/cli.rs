@@ -120,7 +120,14 @@ pub async fn connect_openstack(
             .map_err(Error::Neutron)?,
     );
     let drivers = drivers::Drivers::from_config(config, client, neutron.clone()).map_err(Error::Drivers)?;
-    let pool = pool::VifPool::new(settings, neutron.clone(), metrics);
+    let pool: Arc<dyn pool::PortSource> = match settings.mode {
+        pool::PoolMode::Neutron => Arc::new(pool::source::Pooled(pool::VifPool::new(
+            settings,
+            neutron.clone(),
+            metrics,
+        ))),
+        pool::PoolMode::Noop => pool::direct::Direct::new(settings, neutron.clone()),
+    };
     Ok(OpenStack {
         neutron,
         drivers: Arc::new(drivers),
@@ -134,9 +141,13 @@ pub fn start_pool_manager(ctx: &Context) -> Result<Option<JoinHandle<()>>, Error
     let (true, Some(os)) = (ctx.config.kubernetes.enable_manager, ctx.openstack.as_ref()) else {
         return Ok(None);
     };
+    let Some(pools) = os.pool.pools() else {
+        warn!("[kubernetes] enable_manager is set but vif_pool_driver = noop has no pools: no pool manager");
+        return Ok(None);
+    };
     let path = PathBuf::from(&ctx.config.pool_manager.sock_file);
     let manager = pool::manager::Manager {
-        pool: os.pool.clone(),
+        pool: pools,
         drivers: Some(os.drivers.clone()),
         client: Some(ctx.client.clone()),
     };

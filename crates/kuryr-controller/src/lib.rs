@@ -3,7 +3,8 @@
 //! * [`cli`] — command line, configuration loading and the process wiring used by `main`;
 //! * [`handlers`] — one reconciler per watched kind ([`handlers::pod`], [`handlers::kuryrport`], …);
 //! * [`drivers`] — project, subnets and security groups of a pod's port;
-//! * [`pool`] — the port-pool executor ([`pool::VifPool`]) and its janitor;
+//! * [`pool`] — where pods' ports come from ([`pool::PortSource`]): warm pools
+//!   ([`pool::VifPool`]) or one port per pod ([`pool::direct::Direct`]), and the janitor;
 //! * [`health`] — `/ready` and `/alive`; [`metrics`] — `/metrics` (with upstream's names,
 //!   [`quota`] keeping upstream's capacity gauges current).
 
@@ -33,8 +34,8 @@ pub struct OpenStack {
     pub neutron: Arc<dyn kuryr_openstack::Neutron>,
     /// Project, subnets and security-groups drivers.
     pub drivers: Arc<drivers::Drivers>,
-    /// The port-pool executor.
-    pub pool: Arc<pool::VifPool>,
+    /// Where pods' ports come from: warm pools or one port per pod ([`pool::PortSource`]).
+    pub pool: Arc<dyn pool::PortSource>,
 }
 
 /// What every handler needs: the client, the configuration, metrics, the Event recorder and

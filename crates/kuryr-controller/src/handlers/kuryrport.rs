@@ -108,12 +108,7 @@ pub async fn run(ctx: Arc<Context>) {
     let background = {
         let client = ctx.client.clone();
         async move {
-            // The janitor may finish (off without tags); the others run forever.
-            tokio::join!(
-                os.pool.clone().run_maintenance(),
-                os.pool.clone().run_janitor(client),
-                activation.run(),
-            );
+            tokio::join!(os.pool.clone().run_background(client), activation.run());
         }
     };
     scaffold::run(ctx, handler, controller, async {}, background).await;

@@ -153,9 +153,6 @@ impl VifPool {
 
     /// One pass of [`kuryr_core::pool::PoolState::tick`], executed.
     pub fn tick_now(self: &Arc<Self>) {
-        if !self.pooled() {
-            return;
-        }
         let out = self.state().tick(Instant::now());
         for req in out.populate {
             self.spawn_population(req);
@@ -177,11 +174,8 @@ impl VifPool {
     }
 
     /// Ticks every `ports_pool_update_frequency`, when a cool-down ends, and when woken. Never
-    /// returns (with the noop driver it just waits).
+    /// returns.
     pub async fn run_maintenance(self: Arc<Self>) {
-        if !self.pooled() {
-            std::future::pending::<()>().await;
-        }
         let period = self.settings.pool.update_frequency.max(Duration::from_secs(1));
         loop {
             let next = self.state().next_cooldown_end();

@@ -3,7 +3,8 @@
 //! of a bulk creation still in flight are spared; no pass runs while a population is in flight):
 //! usable ones (bound; ports of a bulk whose answer was lost, or deferred at recovery) go back
 //! in their pools, the others are deleted. Without any tag configured it does nothing:
-//! ownership cannot be proven.
+//! ownership cannot be proven. [`run_loop`] drives the pass of either driver (the `noop` one,
+//! [`Direct`](super::direct::Direct), deletes what nothing owns).
 
 use std::{
     collections::HashSet,
@@ -13,8 +14,7 @@ use std::{
 
 use kube::{Api, Client, api::ListParams};
 use kuryr_core::pool::orphans;
-use kuryr_openstack::PortFilter;
-use kuryr_types::{KuryrPort, constants::DEVICE_OWNER};
+use kuryr_types::KuryrPort;
 use tracing::{info, warn};
 
 use super::{Error, VifPool, lock};
@@ -44,21 +44,8 @@ impl VifPool {
         if self.state().in_flight() > 0 {
             return Ok(Vec::new());
         }
-        let filter = PortFilter {
-            device_owner: Some(DEVICE_OWNER.to_string()),
-            tags: tags.tags(),
-            ..PortFilter::default()
-        };
-        let ports = self
-            .neutron
-            .list_ports(&filter)
-            .await
-            .map_err(|source| Error::ListPorts {
-                what: "janitor",
-                source,
-            })?;
-        let mut owned = kuryrport_ports.clone();
-        owned.extend(lock(&self.noop_pending).values().map(|p| p.id.clone()));
+        let ports = super::list_cluster_ports(&*self.neutron, &self.settings, "janitor").await?;
+        let owned = kuryrport_ports.clone();
         let (delete, adopted) = {
             let mut st = self.state();
             if st.in_flight() > 0 {
@@ -93,31 +80,54 @@ impl VifPool {
     /// Runs [`VifPool::janitor_pass`] every `ports_pool_janitor_interval` (never if zero),
     /// reading the KuryrPorts through `client` first.
     pub async fn run_janitor(self: Arc<Self>, client: Client) {
-        let interval = self.settings.janitor_interval;
-        if interval.is_zero() || self.settings.tags.is_empty() {
-            info!("janitor disabled (no interval or no tags)");
-            return;
-        }
-        loop {
-            tokio::time::sleep(interval).await;
-            if let Err(e) = self.janitor_once(&client).await {
-                warn!(error = %crate::error_chain(&e), "janitor pass failed");
-                tokio::time::sleep(Duration::from_secs(5)).await;
-            }
-        }
+        let (interval, tagged) = (self.settings.janitor_interval, !self.settings.tags.is_empty());
+        run_loop(interval, tagged, client, move |ids| {
+            let me = self.clone();
+            async move { me.janitor_pass(&ids).await }
+        })
+        .await
     }
 
     /// One pass including the KuryrPort listing.
     pub async fn janitor_once(&self, client: &Client) -> Result<Vec<String>, JanitorError> {
-        let api: Api<KuryrPort> = Api::all(client.clone());
-        let kps = api
-            .list(&ListParams::default())
-            .await
-            .map_err(JanitorError::ListKuryrPorts)?;
-        let ids: HashSet<String> = super::recovery::in_use_refs(&kps.items)
-            .into_iter()
-            .map(|r| r.port_id)
-            .collect();
+        let ids = kuryrport_port_ids(client).await?;
         self.janitor_pass(&ids).await.map_err(JanitorError::Pool)
+    }
+}
+
+/// The port IDs every KuryrPort references.
+pub async fn kuryrport_port_ids(client: &Client) -> Result<HashSet<String>, JanitorError> {
+    let api: Api<KuryrPort> = Api::all(client.clone());
+    let kps = api
+        .list(&ListParams::default())
+        .await
+        .map_err(JanitorError::ListKuryrPorts)?;
+    Ok(super::recovery::in_use_refs(&kps.items)
+        .into_iter()
+        .map(|r| r.port_id)
+        .collect())
+}
+
+/// Every `interval` (never if zero, or without tags: ownership cannot be proven), reads the
+/// KuryrPorts' port IDs and runs `pass` with them, whichever driver it belongs to.
+pub async fn run_loop<F, Fut>(interval: Duration, tagged: bool, client: Client, pass: F)
+where
+    F: Fn(HashSet<String>) -> Fut,
+    Fut: std::future::Future<Output = Result<Vec<String>, Error>>,
+{
+    if interval.is_zero() || !tagged {
+        info!("janitor disabled (no interval or no tags)");
+        return;
+    }
+    loop {
+        tokio::time::sleep(interval).await;
+        let r = match kuryrport_port_ids(&client).await {
+            Ok(ids) => pass(ids).await.map(|_| ()).map_err(JanitorError::Pool),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = r {
+            warn!(error = %crate::error_chain(&e), "janitor pass failed");
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
     }
 }

@@ -12,14 +12,16 @@
 //!  janitor (janitor.rs) ──► tagged ports nothing owns, older than the minimum age ──► delete
 //! ```
 //!
-//! With `[kubernetes] vif_pool_driver = noop` nothing is pooled: one single-port create per pod,
-//! and the port is deleted on release (upstream's noop pool).
+//! Where a pod's port comes from is a [`PortSource`]: these warm pools ([`source::Pooled`]), or
+//! with `[kubernetes] vif_pool_driver = noop` [`direct::Direct`], upstream's noop pool (one
+//! single-port create per pod, deleted on release) — its own implementation, not branches here.
 //!
 //! Submodules: [`settings`] (options), [`exec`] (populations, deletions, ticks, metrics),
 //! `release` (release, deletion, freeing pools), `inspect` (views for the pool manager),
 //! [`netcache`] (network and subnets per network for the VIFs), [`recovery`], [`janitor`],
 //! [`manager`] (the pool manager API on a unix socket).
 
+pub mod direct;
 mod error;
 pub mod exec;
 mod inspect;
@@ -29,6 +31,7 @@ pub mod netcache;
 pub mod recovery;
 mod release;
 pub mod settings;
+pub mod source;
 #[cfg(test)]
 mod tests;
 
@@ -38,15 +41,16 @@ use std::{
     time::{Duration, Instant},
 };
 
-use kuryr_core::pool::{Decision, PodKey, PoolKey, PoolState, SgSet, WaitReason};
-use kuryr_openstack::{Neutron, Port, PortCreate, PortUpdate};
+use kuryr_core::pool::{Decision, PodKey, PoolKey, PoolState, SgSet, WaitNext};
+use kuryr_openstack::{Neutron, Port, PortCreate, PortFilter, PortUpdate};
 use kuryr_types::{constants::DEVICE_OWNER, vif::Vif};
 use tokio::sync::{Notify, watch};
-use tracing::{debug, info};
+use tracing::debug;
 
 pub use error::Error;
 pub use inspect::{PoolPorts, PoolSummary};
 pub use settings::{PoolMode, PoolSettings, SettingsError};
+pub use source::PortSource;
 
 use crate::{drivers::PodTarget, metrics::Metrics};
 
@@ -86,8 +90,6 @@ pub struct VifPool {
     last_error: Mutex<HashMap<PoolKey, String>>,
     /// Pools published in the metrics (to zero the ones that went away).
     published: Mutex<HashSet<PoolKey>>,
-    /// Noop driver: ports created for pods whose KuryrPort does not reference them yet.
-    noop_pending: Mutex<HashMap<PodKey, Port>>,
     nets: netcache::NetCache,
     /// Bumped whenever ports may have become available (or a population failed).
     changed: watch::Sender<u64>,
@@ -118,7 +120,6 @@ impl VifPool {
             subnets: Mutex::default(),
             last_error: Mutex::default(),
             published: Mutex::default(),
-            noop_pending: Mutex::default(),
             changed,
             maintenance: Notify::new(),
             recovered: AtomicBool::new(false),
@@ -137,10 +138,6 @@ impl VifPool {
 
     fn state(&self) -> MutexGuard<'_, PoolState> {
         lock(&self.state)
-    }
-
-    fn pooled(&self) -> bool {
-        self.settings.mode == PoolMode::Neutron
     }
 
     /// Recovery has run: requests may be served (`/ready` waits for it).
@@ -162,7 +159,7 @@ impl VifPool {
         lock(&self.subnets).get(network_id).cloned().unwrap_or_default()
     }
 
-    /// The create body of one port of `key` with `sgs`.
+    /// The create body of one pool port of `key` with `sgs`.
     fn port_create(
         &self,
         key: &PoolKey,
@@ -170,25 +167,20 @@ impl VifPool {
         name: Option<String>,
         device_id: Option<String>,
     ) -> PortCreate {
-        PortCreate {
-            network_id: key.network_id.clone(),
-            project_id: Some(key.project_id.clone()),
-            subnet_ids: self.subnets_of(&key.network_id),
-            security_groups: Some(sgs.to_vec()),
-            device_owner: Some(DEVICE_OWNER.to_string()),
-            device_id,
-            binding_host_id: Some(key.host.clone()),
+        port_create(
+            &self.settings,
+            key,
+            sgs,
+            self.subnets_of(&key.network_id),
             name,
-            description: None,
-            admin_state_up: Some(true),
-            tags: self.settings.tags.tags(),
-        }
+            device_id,
+        )
     }
 
-    /// A port for the pod. Neutron pool: served from the pool (no Neutron call when a port with
-    /// the right security groups is available); an empty pool starts one bulk creation and the
-    /// call waits up to `max_wait` for it, returning `Ok(None)` if it is still not there (the
-    /// caller requeues). Noop: one port is created now.
+    /// A port for the pod, served from the pool (no Neutron call when a port with the right
+    /// security groups is available); an empty pool starts one bulk creation and the call waits
+    /// up to `max_wait` for it, returning `Ok(None)` if it is still not there (the caller
+    /// requeues).
     ///
     /// Idempotent per pod: a retry after a failed status write gets the same port.
     pub async fn acquire(
@@ -197,9 +189,6 @@ impl VifPool {
         max_wait: Duration,
     ) -> Result<Option<Acquired>, Error> {
         self.remember_subnets(req.target);
-        if !self.pooled() {
-            return self.acquire_noop(req).await.map(Some);
-        }
         let key = PoolKey::new(req.host, &req.target.project_id, &req.target.network_id);
         let sgs = SgSet::new(req.target.security_groups.iter().cloned());
         let mut rx = self.changed.subscribe();
@@ -220,13 +209,14 @@ impl VifPool {
                         self.spawn_population(p);
                     }
                     self.publish_stats();
-                    let wake = match reason {
-                        WaitReason::NetworkClosed => {
+                    // What to do next is the pool state's decision; this only carries it out.
+                    let (wake, tick_first) = match reason.next(deadline) {
+                        WaitNext::NetworkClosed => {
                             return Err(Error::NetworkClosed {
                                 network_id: key.network_id.clone(),
                             });
                         }
-                        WaitReason::Backoff { until } => {
+                        WaitNext::BackedOff { until } => {
                             let cause = lock(&self.last_error).get(&key).cloned();
                             return Err(Error::PopulationBackoff {
                                 pool: key.to_string(),
@@ -234,13 +224,9 @@ impl VifPool {
                                 cause: cause.unwrap_or_else(|| "unknown".into()),
                             });
                         }
-                        WaitReason::AtMax { until } => until.unwrap_or(deadline),
-                        WaitReason::Populating
-                        | WaitReason::PopulationInFlight
-                        | WaitReason::ConcurrencyLimit => deadline,
+                        WaitNext::Wait { until, tick_first } => (until, tick_first),
                     };
                     debug!(pod = %req.pod, pool = %key, ?reason, "waiting for a pool port");
-                    let wake = wake.min(deadline);
                     tokio::select! {
                         r = rx.changed() => {
                             if r.is_err() {
@@ -252,7 +238,7 @@ impl VifPool {
                     if Instant::now() >= deadline {
                         return Ok(None);
                     }
-                    if matches!(reason, WaitReason::AtMax { .. }) {
+                    if tick_first {
                         self.tick_now();
                     }
                 }
@@ -313,60 +299,17 @@ impl VifPool {
         Ok(Acquired { port, vif })
     }
 
-    async fn acquire_noop(&self, req: &PortRequest<'_>) -> Result<Acquired, Error> {
-        let pending = lock(&self.noop_pending).get(&req.pod).cloned();
-        let port = match pending {
-            Some(p) if p.network_id == req.target.network_id => p,
-            _ => {
-                let key = PoolKey::new(req.host, &req.target.project_id, &req.target.network_id);
-                let debug = self.settings.pool.port_debug;
-                let create = self.port_create(
-                    &key,
-                    &req.target.security_groups,
-                    debug.then(|| req.pod.to_string()),
-                    debug.then(|| req.pod_uid.to_string()),
-                );
-                let created = self
-                    .neutron
-                    .create_ports_bulk(std::slice::from_ref(&create))
-                    .await
-                    .map_err(|source| Error::CreatePort {
-                        pool: key.to_string(),
-                        source,
-                    })?;
-                let port = created.into_iter().next().ok_or_else(|| Error::EmptyCreate {
-                    pool: key.to_string(),
-                })?;
-                info!(pod = %req.pod, port = %port.id, "port created (noop pool)");
-                lock(&self.noop_pending).insert(req.pod.clone(), port.clone());
-                port
-            }
-        };
-        let vif = self.nets.vif(&port, self.settings.ovs_bridge.as_deref()).await?;
-        Ok(Acquired { port, vif })
-    }
-
-    /// The pod's KuryrPort now references its port (noop: stop tracking it as pending).
-    pub fn committed(&self, pod: &PodKey) {
-        if !self.pooled() {
-            lock(&self.noop_pending).remove(pod);
-        }
-    }
-
     /// Pre-populates the pool of `(host, target.project_id, target.network_id)` with
     /// `target.security_groups` (upstream's KuryrNetwork population and pool manager): with
     /// `count`, exactly that many ports (bounded by `ports_pool_max`); without, up to
     /// `ports_pool_min` if below it. Waits for the bulk creation; returns how many ports were
-    /// created (0: nothing needed, a population was already in flight, or noop pool).
+    /// created (0: nothing needed, or a population was already in flight).
     pub async fn populate(
         self: &Arc<Self>,
         host: &str,
         target: &PodTarget,
         count: Option<u32>,
     ) -> Result<u32, Error> {
-        if !self.pooled() {
-            return Ok(0);
-        }
         self.remember_subnets(target);
         let key = PoolKey::new(host, &target.project_id, &target.network_id);
         let sgs = SgSet::new(target.security_groups.iter().cloned());
@@ -383,4 +326,55 @@ impl VifPool {
             None => Ok(0),
         }
     }
+}
+
+/// The create body of one port of `key` with `sgs` on `subnet_ids` (Neutron chooses when empty),
+/// bound to the key's host, owned by kuryr, tagged as the settings say.
+pub fn port_create(
+    settings: &PoolSettings,
+    key: &PoolKey,
+    sgs: &[String],
+    subnet_ids: Vec<String>,
+    name: Option<String>,
+    device_id: Option<String>,
+) -> PortCreate {
+    PortCreate {
+        network_id: key.network_id.clone(),
+        project_id: Some(key.project_id.clone()),
+        subnet_ids,
+        security_groups: Some(sgs.to_vec()),
+        device_owner: Some(DEVICE_OWNER.to_string()),
+        device_id,
+        binding_host_id: Some(key.host.clone()),
+        name,
+        description: None,
+        admin_state_up: Some(true),
+        tags: settings.tags.tags(),
+    }
+}
+
+/// This cluster's `compute:kuryr` ports carrying the settings' tags (`what` names the listing in
+/// errors).
+async fn list_cluster_ports(
+    neutron: &dyn Neutron,
+    settings: &PoolSettings,
+    what: &'static str,
+) -> Result<Vec<Port>, Error> {
+    let filter = PortFilter {
+        device_owner: Some(DEVICE_OWNER.to_string()),
+        tags: settings.tags.tags(),
+        ..PortFilter::default()
+    };
+    neutron
+        .list_ports(&filter)
+        .await
+        .map_err(|source| Error::ListPorts { what, source })
+}
+
+/// Deletes port `id` (an already deleted one is fine).
+async fn delete_port_id(neutron: &dyn Neutron, id: &str) -> Result<(), Error> {
+    neutron.delete_port(id).await.map_err(|source| Error::DeletePort {
+        port_id: id.into(),
+        source,
+    })
 }

@@ -11,10 +11,10 @@ use std::{
 use kube::ResourceExt;
 use kuryr_core::pool::{InUseRef, PodKey, PoolState, RecoveryReport};
 use kuryr_openstack::PortFilter;
-use kuryr_types::{KuryrPort, constants::DEVICE_OWNER};
+use kuryr_types::KuryrPort;
 use tracing::info;
 
-use super::{Error, PoolMode, VifPool, lock};
+use super::{Error, VifPool, lock};
 
 /// The ports KuryrPorts reference: one per VIF in `status.vifs`, the pool host being
 /// `spec.podNodeName`.
@@ -40,26 +40,11 @@ impl VifPool {
     /// Rebuilds the pools from `refs` (see [`in_use_refs`]) and Neutron, deletes the unusable
     /// ports recovery finds (unbound, binding failed), and marks the pool recovered. The report
     /// lists KuryrPorts whose port is gone (`missing`) or shared (`conflicts`): the caller gives
-    /// those pods new ports. Noop pool: nothing to rebuild.
+    /// those pods new ports.
     pub async fn recover(self: &Arc<Self>, refs: Vec<InUseRef>) -> Result<RecoveryReport, Error> {
-        if self.settings.mode == PoolMode::Noop {
-            self.recovered.store(true, Ordering::SeqCst);
-            return Ok(RecoveryReport::default());
-        }
         let started = Instant::now();
-        let filter = PortFilter {
-            device_owner: Some(DEVICE_OWNER.to_string()),
-            tags: self.settings.tags.tags(),
-            ..PortFilter::default()
-        };
-        let mut ports = self
-            .neutron
-            .list_ports(&filter)
-            .await
-            .map_err(|source| Error::ListPorts {
-                what: "this cluster's ports",
-                source,
-            })?;
+        let mut ports =
+            super::list_cluster_ports(&*self.neutron, &self.settings, "this cluster's ports").await?;
         let listed: HashSet<String> = ports.iter().map(|p| p.id.clone()).collect();
         let extra: Vec<String> = refs
             .iter()

@@ -14,22 +14,11 @@ use super::{Error, VifPool, lock};
 
 impl VifPool {
     /// Releases the pod's ports (`port_ids` from its KuryrPort, plus any port the pool handed
-    /// it that the KuryrPort does not reference yet). Neutron pool: each port cools down and
-    /// returns to its pool, or is deleted when the pool is full or its network is going away;
-    /// noop: deleted. Ports the pool does not know are deleted (a KuryrPort referenced them).
+    /// it that the KuryrPort does not reference yet): each port cools down and returns to its
+    /// pool, or is deleted when the pool is full or its network is going away. Ports the pool
+    /// does not know are deleted (a KuryrPort referenced them).
     pub async fn release(self: &Arc<Self>, pod: &PodKey, port_ids: &[String]) -> Result<(), Error> {
         let mut ids: Vec<String> = port_ids.to_vec();
-        if !self.pooled() {
-            if let Some(p) = lock(&self.noop_pending).remove(pod)
-                && !ids.contains(&p.id)
-            {
-                ids.push(p.id);
-            }
-            for id in &ids {
-                self.delete_port(id).await?;
-            }
-            return Ok(());
-        }
         {
             let mut st = self.state();
             for id in st.held_by(pod) {
@@ -101,13 +90,7 @@ impl VifPool {
 
     /// Deletes a port (an already deleted one is fine) and forgets it.
     pub(super) async fn delete_port(&self, id: &str) -> Result<(), Error> {
-        self.neutron
-            .delete_port(id)
-            .await
-            .map_err(|source| Error::DeletePort {
-                port_id: id.into(),
-                source,
-            })?;
+        super::delete_port_id(&*self.neutron, id).await?;
         self.state().confirm_deleted(id);
         lock(&self.ports).remove(id);
         debug!(port = %id, "port deleted");
@@ -117,9 +100,6 @@ impl VifPool {
     /// Deletes the available and cooling ports of the pools of `host` (all hosts if `None`);
     /// the pools stay usable (pool manager `freePool`). Returns how many ports were deleted.
     pub async fn free_pools(self: &Arc<Self>, host: Option<&str>) -> Result<usize, Error> {
-        if !self.pooled() {
-            return Ok(0);
-        }
         let ids = {
             let mut st = self.state();
             let hosts: Vec<String> = match host {
@@ -146,9 +126,6 @@ impl VifPool {
     /// ports on it; ports in use are deleted when released. Returns how many ports were
     /// deleted; on error the call can be repeated.
     pub async fn free_network(self: &Arc<Self>, network_id: &str) -> Result<usize, Error> {
-        if !self.pooled() {
-            return Ok(0);
-        }
         let ids = {
             let mut st = self.state();
             let mut ids = st.delete_network_pools(network_id);

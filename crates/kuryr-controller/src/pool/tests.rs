@@ -192,26 +192,101 @@ async fn released_ports_return_to_the_pool_and_are_reused() {
 #[tokio::test]
 async fn noop_driver_creates_one_port_per_pod_and_deletes_on_release() {
     let f = fixture(PoolMode::Noop);
-    let a = f.acquire("a").await.expect("acquire").expect("port");
+    let direct = super::direct::Direct::new(settings(PoolMode::Noop), Arc::new(f.fake.clone()));
+    let req = |pod: &'static str| PortRequest {
+        pod: PodKey::new("ns", pod),
+        pod_uid: "uid",
+        host: "node-1",
+        target: &f.target,
+    };
+    let wait = Duration::from_secs(1);
+    let a = direct
+        .acquire(&req("a"), wait)
+        .await
+        .expect("acquire")
+        .expect("port");
     assert_eq!(f.fake.ports().len(), 1);
     assert_eq!(f.fake.calls(ops::PORT_BULK_CREATE), 1);
     // A retry before the KuryrPort references it gets the same port.
-    let again = f.acquire("a").await.expect("acquire").expect("port");
+    let again = direct
+        .acquire(&req("a"), wait)
+        .await
+        .expect("acquire")
+        .expect("port");
     assert_eq!(again.port.id, a.port.id);
     assert_eq!(f.fake.calls(ops::PORT_BULK_CREATE), 1);
-    f.pool.committed(&PodKey::new("ns", "a"));
-    f.pool
+    direct.committed(&PodKey::new("ns", "a"));
+    direct
         .release(&PodKey::new("ns", "a"), std::slice::from_ref(&a.port.id))
         .await
         .expect("release");
     assert!(f.fake.ports().is_empty());
     // A port created for a pod whose KuryrPort never referenced it is deleted too.
-    f.acquire("b").await.expect("acquire").expect("port");
-    f.pool
+    direct
+        .acquire(&req("b"), wait)
+        .await
+        .expect("acquire")
+        .expect("port");
+    direct
         .release(&PodKey::new("ns", "b"), &[])
         .await
         .expect("release");
     assert!(f.fake.ports().is_empty());
+    // No pools: nothing to populate, free or rebuild, no pool manager.
+    assert_eq!(
+        direct
+            .populate("node-1", &f.target, Some(3))
+            .await
+            .expect("populate"),
+        0
+    );
+    assert_eq!(direct.free_network(&f.target.network_id).await.expect("free"), 0);
+    assert!(direct.pools().is_none());
+    assert!(f.fake.ports().is_empty());
+}
+
+/// The noop driver's janitor deletes this cluster's ports nothing owns (no pools to adopt them
+/// into) and spares the one a pod is about to get.
+#[tokio::test]
+async fn noop_janitor_deletes_what_nothing_owns_and_spares_pending_ports() {
+    let f = fixture(PoolMode::Noop);
+    let direct = super::direct::Direct::new(settings(PoolMode::Noop), Arc::new(f.fake.clone()));
+    let req = PortRequest {
+        pod: PodKey::new("ns", "pending"),
+        pod_uid: "uid",
+        host: "node-1",
+        target: &f.target,
+    };
+    let pending = direct
+        .acquire(&req, Duration::from_secs(1))
+        .await
+        .expect("acquire")
+        .expect("port");
+    // A tagged port of this cluster that nothing references (a crash after a create).
+    let leaked = super::port_create(
+        &settings(PoolMode::Noop),
+        &kuryr_core::pool::PoolKey::new("node-1", "proj", &f.target.network_id),
+        &["sg-1".to_string()],
+        Vec::new(),
+        None,
+        None,
+    );
+    let leaked = f
+        .fake
+        .create_ports_bulk(std::slice::from_ref(&leaked))
+        .await
+        .expect("create")[0]
+        .id
+        .clone();
+    let deleted = direct
+        .janitor_pass(&std::collections::HashSet::new())
+        .await
+        .expect("janitor pass");
+    assert_eq!(deleted, vec![leaked]);
+    assert!(
+        f.fake.port(&pending.port.id).is_some(),
+        "the pending port was deleted"
+    );
 }
 
 #[tokio::test]

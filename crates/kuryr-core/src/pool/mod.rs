@@ -50,5 +50,5 @@ pub use recovery::{DeleteReason, InUseRef, RecoveryReport, orphans};
 pub use state::PoolState;
 pub use types::{
     Decision, PodKey, PoolError, PoolKey, PoolStats, PopulateRequest, PopulationOutcome, PortAction,
-    PortInfo, PortState, ReleaseDecision, SgSet, Take, TickOutcome, TicketId, WaitReason,
+    PortInfo, PortState, ReleaseDecision, SgSet, Take, TickOutcome, TicketId, WaitNext, WaitReason,
 };

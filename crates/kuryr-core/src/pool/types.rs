@@ -174,6 +174,47 @@ pub enum WaitReason {
     NetworkClosed,
 }
 
+/// What a request that got no port does next ([`WaitReason::next`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitNext {
+    /// Give up now: the network is closed (no port will ever come).
+    NetworkClosed,
+    /// Give up now: populations of this pool back off until `until` (the caller tells why).
+    BackedOff {
+        /// Earliest next attempt.
+        until: Instant,
+    },
+    /// Wait for a change of the pools until `until` (never past the caller's deadline); with
+    /// `tick_first`, run a pool tick first (cool-downs may have ended: a port at `ports_pool_max`
+    /// comes back only through a tick).
+    Wait {
+        /// Latest wake-up.
+        until: Instant,
+        /// Tick before looking again.
+        tick_first: bool,
+    },
+}
+
+impl WaitReason {
+    /// What a request that waits for this reason does next, given the caller's `deadline`.
+    pub fn next(&self, deadline: Instant) -> WaitNext {
+        match self {
+            WaitReason::NetworkClosed => WaitNext::NetworkClosed,
+            WaitReason::Backoff { until } => WaitNext::BackedOff { until: *until },
+            WaitReason::AtMax { until } => WaitNext::Wait {
+                until: until.map_or(deadline, |u| u.min(deadline)),
+                tick_first: true,
+            },
+            WaitReason::Populating | WaitReason::PopulationInFlight | WaitReason::ConcurrencyLimit => {
+                WaitNext::Wait {
+                    until: deadline,
+                    tick_first: false,
+                }
+            }
+        }
+    }
+}
+
 /// The answer to [`super::PoolState::request`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
@@ -289,4 +330,58 @@ pub enum PoolError {
         /// The ticket.
         ticket: TicketId,
     },
+}
+
+#[cfg(test)]
+mod wait_tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn each_wait_reason_has_one_next_step() {
+        let now = Instant::now();
+        let deadline = now + Duration::from_secs(20);
+        assert_eq!(WaitReason::NetworkClosed.next(deadline), WaitNext::NetworkClosed);
+        let until = now + Duration::from_secs(5);
+        assert_eq!(
+            WaitReason::Backoff { until }.next(deadline),
+            WaitNext::BackedOff { until }
+        );
+        for r in [
+            WaitReason::Populating,
+            WaitReason::PopulationInFlight,
+            WaitReason::ConcurrencyLimit,
+        ] {
+            assert_eq!(
+                r.next(deadline),
+                WaitNext::Wait {
+                    until: deadline,
+                    tick_first: false
+                }
+            );
+        }
+        // At the maximum: wake when the first cool-down ends (never past the deadline), tick.
+        assert_eq!(
+            WaitReason::AtMax { until: Some(until) }.next(deadline),
+            WaitNext::Wait {
+                until,
+                tick_first: true
+            }
+        );
+        let late = now + Duration::from_secs(60);
+        assert_eq!(
+            WaitReason::AtMax { until: Some(late) }.next(deadline),
+            WaitNext::Wait {
+                until: deadline,
+                tick_first: true
+            }
+        );
+        assert_eq!(
+            WaitReason::AtMax { until: None }.next(deadline),
+            WaitNext::Wait {
+                until: deadline,
+                tick_first: true
+            }
+        );
+    }
 }

@@ -89,6 +89,9 @@ fn create_port(st: &mut State, op: &'static str, req: &PortCreate) -> Result<Por
         binding_host_id: host,
         tags: req.tags.clone(),
         admin_state_up: req.admin_state_up.unwrap_or(true),
+        // As Neutron: seconds resolution, UTC.
+        created_at: now_rfc3339(),
+        updated_at: now_rfc3339(),
         ..Default::default()
     };
     st.ports.insert(id, port.clone());
@@ -431,4 +434,9 @@ impl Neutron for FakeNeutron {
             Ok(())
         })
     }
+}
+
+/// Now, as Neutron writes timestamps (`2026-11-24T17:40:12Z`).
+fn now_rfc3339() -> String {
+    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }

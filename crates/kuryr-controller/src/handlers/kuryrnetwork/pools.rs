@@ -1,13 +1,13 @@
 //! [`NetworkPools`]: what the KuryrNetwork handlers need from the port pools — pre-populate a
 //! new namespace network's pools on a node, and free a network's pooled ports before the
-//! network is deleted. Implemented by the controller's [`VifPool`]; [`NoPools`] when pools
-//! are off (and for tests).
+//! network is deleted. Implemented over the controller's [`PortSource`] ([`PoolAdapter`]);
+//! [`NoPools`] for tests.
 
 use std::sync::Arc;
 
 use kuryr_openstack::BoxFuture;
 
-use crate::{drivers::PodTarget, pool::VifPool};
+use crate::{drivers::PodTarget, pool::PortSource};
 
 /// A failed pool operation (the pool's own error, boxed to keep this seam small).
 #[derive(Debug, thiserror::Error)]
@@ -48,8 +48,8 @@ impl NetworkPools for NoPools {
     }
 }
 
-/// The controller's pool.
-pub struct PoolAdapter(pub Arc<VifPool>);
+/// The controller's port source.
+pub struct PoolAdapter(pub Arc<dyn PortSource>);
 
 impl NetworkPools for PoolAdapter {
     fn populate<'a>(

@@ -1,0 +1,174 @@
+//! [`Direct`]: upstream's `noop` pool driver — no pools: one port is created for each pod when
+//! it needs one (a single-port request) and deleted when the pod releases it. A port created for
+//! a pod whose KuryrPort does not reference it yet is remembered, so a retry gets the same port
+//! and a release (or the janitor) does not leak it.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use kube::Client;
+use kuryr_core::pool::{InUseRef, PodKey, PoolKey, PoolState, RecoveryReport, orphans};
+use kuryr_openstack::{BoxFuture, Neutron, Port};
+use tracing::info;
+
+use super::{
+    Acquired, Error, PoolSettings, PortRequest, VifPool, delete_port_id, janitor, list_cluster_ports, lock,
+    netcache::NetCache, port_create, source::PortSource,
+};
+use crate::drivers::PodTarget;
+
+/// The `noop` driver.
+pub struct Direct {
+    settings: PoolSettings,
+    neutron: Arc<dyn Neutron>,
+    nets: NetCache,
+    /// Ports created for pods whose KuryrPort does not reference them yet.
+    pending: Mutex<HashMap<PodKey, Port>>,
+}
+
+impl Direct {
+    /// The driver over `neutron`.
+    pub fn new(settings: PoolSettings, neutron: Arc<dyn Neutron>) -> Arc<Self> {
+        Arc::new(Direct {
+            nets: NetCache::new(neutron.clone()),
+            settings,
+            neutron,
+            pending: Mutex::default(),
+        })
+    }
+
+    async fn acquire_one(&self, req: &PortRequest<'_>) -> Result<Acquired, Error> {
+        let pending = lock(&self.pending).get(&req.pod).cloned();
+        let port = match pending {
+            Some(p) if p.network_id == req.target.network_id => p,
+            _ => {
+                let key = PoolKey::new(req.host, &req.target.project_id, &req.target.network_id);
+                let debug = self.settings.pool.port_debug;
+                let create = port_create(
+                    &self.settings,
+                    &key,
+                    &req.target.security_groups,
+                    req.target.subnet_ids.clone(),
+                    debug.then(|| req.pod.to_string()),
+                    debug.then(|| req.pod_uid.to_string()),
+                );
+                let created = self
+                    .neutron
+                    .create_ports_bulk(std::slice::from_ref(&create))
+                    .await
+                    .map_err(|source| Error::CreatePort {
+                        pool: key.to_string(),
+                        source,
+                    })?;
+                let port = created.into_iter().next().ok_or_else(|| Error::EmptyCreate {
+                    pool: key.to_string(),
+                })?;
+                info!(pod = %req.pod, port = %port.id, "port created (noop driver)");
+                lock(&self.pending).insert(req.pod.clone(), port.clone());
+                port
+            }
+        };
+        let vif = self.nets.vif(&port, self.settings.ovs_bridge.as_deref()).await?;
+        Ok(Acquired { port, vif })
+    }
+
+    async fn delete(&self, id: &str) -> Result<(), Error> {
+        delete_port_id(&*self.neutron, id).await
+    }
+
+    /// One janitor pass: this cluster's tagged ports that neither a KuryrPort (`kuryrport_ports`,
+    /// read before the call) nor a pending pod owns, older than the minimum age, are deleted
+    /// (without pools nothing is adopted). Returns the deleted IDs.
+    pub async fn janitor_pass(&self, kuryrport_ports: &HashSet<String>) -> Result<Vec<String>, Error> {
+        let tags = &self.settings.tags;
+        if tags.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ports = list_cluster_ports(&*self.neutron, &self.settings, "janitor").await?;
+        let mut owned = kuryrport_ports.clone();
+        owned.extend(lock(&self.pending).values().map(|p| p.id.clone()));
+        // No pools: an empty pool state owns nothing.
+        let empty = PoolState::new(self.settings.pool.clone());
+        let found = orphans(
+            &owned,
+            &empty,
+            &ports,
+            tags,
+            jiff::Timestamp::now(),
+            self.settings.janitor_min_age,
+        );
+        if !found.is_empty() {
+            info!(ports = ?found, "janitor: deleting ports nothing owns");
+        }
+        for id in &found {
+            self.delete(id).await?;
+        }
+        Ok(found)
+    }
+}
+
+impl PortSource for Direct {
+    fn settings(&self) -> &PoolSettings {
+        &self.settings
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        req: &'a PortRequest<'a>,
+        _max_wait: Duration,
+    ) -> BoxFuture<'a, Result<Option<Acquired>, Error>> {
+        Box::pin(async move { self.acquire_one(req).await.map(Some) })
+    }
+
+    fn committed(&self, pod: &PodKey) {
+        lock(&self.pending).remove(pod);
+    }
+
+    fn release<'a>(&'a self, pod: &'a PodKey, port_ids: &'a [String]) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move {
+            let mut ids: Vec<String> = port_ids.to_vec();
+            if let Some(p) = lock(&self.pending).remove(pod)
+                && !ids.contains(&p.id)
+            {
+                ids.push(p.id);
+            }
+            for id in &ids {
+                self.delete(id).await?;
+            }
+            Ok(())
+        })
+    }
+
+    fn recover(&self, _refs: Vec<InUseRef>) -> BoxFuture<'_, Result<RecoveryReport, Error>> {
+        // Nothing to rebuild: each pod's port is in its KuryrPort, leftovers are the janitor's.
+        Box::pin(async { Ok(RecoveryReport::default()) })
+    }
+
+    fn populate<'a>(
+        &'a self,
+        _host: &'a str,
+        _target: &'a PodTarget,
+        _count: Option<u32>,
+    ) -> BoxFuture<'a, Result<u32, Error>> {
+        Box::pin(async { Ok(0) })
+    }
+
+    fn free_network<'a>(&'a self, _network_id: &'a str) -> BoxFuture<'a, Result<usize, Error>> {
+        Box::pin(async { Ok(0) })
+    }
+
+    fn run_background(self: Arc<Self>, client: Client) -> BoxFuture<'static, ()> {
+        let (interval, tagged) = (self.settings.janitor_interval, !self.settings.tags.is_empty());
+        Box::pin(janitor::run_loop(interval, tagged, client, move |ids| {
+            let me = self.clone();
+            async move { me.janitor_pass(&ids).await }
+        }))
+    }
+
+    fn pools(&self) -> Option<Arc<VifPool>> {
+        None
+    }
+}

@@ -1,0 +1,108 @@
+//! [`PortSource`]: where a pod's port comes from. Two drivers, each its own implementation:
+//! [`Pooled`] — warm pools per (host, project, network), `[kubernetes] vif_pool_driver = neutron`
+//! (the executor [`VifPool`] of `kuryr-core`'s pure pool state) — and
+//! [`Direct`](super::direct::Direct) — one port created per pod and deleted with it, upstream's
+//! `noop`. The handlers see only this trait.
+
+use std::{sync::Arc, time::Duration};
+
+use kube::Client;
+use kuryr_core::pool::{InUseRef, PodKey, RecoveryReport};
+use kuryr_openstack::BoxFuture;
+
+use super::{Acquired, Error, PoolSettings, PortRequest, VifPool};
+use crate::drivers::PodTarget;
+
+/// The supply of pods' ports.
+pub trait PortSource: Send + Sync {
+    /// The settings it was built from.
+    fn settings(&self) -> &PoolSettings;
+
+    /// A port for the pod (idempotent per pod: a retry after a failed status write gets the
+    /// same port); `Ok(None)` when none could be had within `max_wait` (the caller requeues).
+    fn acquire<'a>(
+        &'a self,
+        req: &'a PortRequest<'a>,
+        max_wait: Duration,
+    ) -> BoxFuture<'a, Result<Option<Acquired>, Error>>;
+
+    /// The pod's KuryrPort now references its port.
+    fn committed(&self, pod: &PodKey);
+
+    /// Gives the pod's ports back (`port_ids` from its KuryrPort, plus any port handed to it
+    /// that the KuryrPort does not reference yet).
+    fn release<'a>(&'a self, pod: &'a PodKey, port_ids: &'a [String]) -> BoxFuture<'a, Result<(), Error>>;
+
+    /// Rebuilds what it knows from the KuryrPorts' references and Neutron (at start).
+    fn recover(&self, refs: Vec<InUseRef>) -> BoxFuture<'_, Result<RecoveryReport, Error>>;
+
+    /// Pre-populates the pool of `(host, target)` (`count`: exactly that many); returns the
+    /// ports created.
+    fn populate<'a>(
+        &'a self,
+        host: &'a str,
+        target: &'a PodTarget,
+        count: Option<u32>,
+    ) -> BoxFuture<'a, Result<u32, Error>>;
+
+    /// Deletes the pooled ports of `network_id` (before the network goes); returns how many.
+    fn free_network<'a>(&'a self, network_id: &'a str) -> BoxFuture<'a, Result<usize, Error>>;
+
+    /// The loops it needs while the KuryrPort handler runs (maintenance, janitor).
+    fn run_background(self: Arc<Self>, client: Client) -> BoxFuture<'static, ()>;
+
+    /// The warm pools, when this source has them (the pool manager API serves them).
+    fn pools(&self) -> Option<Arc<VifPool>>;
+}
+
+/// Warm pools.
+pub struct Pooled(pub Arc<VifPool>);
+
+impl PortSource for Pooled {
+    fn settings(&self) -> &PoolSettings {
+        self.0.settings()
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        req: &'a PortRequest<'a>,
+        max_wait: Duration,
+    ) -> BoxFuture<'a, Result<Option<Acquired>, Error>> {
+        Box::pin(self.0.acquire(req, max_wait))
+    }
+
+    fn committed(&self, _pod: &PodKey) {}
+
+    fn release<'a>(&'a self, pod: &'a PodKey, port_ids: &'a [String]) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(self.0.release(pod, port_ids))
+    }
+
+    fn recover(&self, refs: Vec<InUseRef>) -> BoxFuture<'_, Result<RecoveryReport, Error>> {
+        Box::pin(self.0.recover(refs))
+    }
+
+    fn populate<'a>(
+        &'a self,
+        host: &'a str,
+        target: &'a PodTarget,
+        count: Option<u32>,
+    ) -> BoxFuture<'a, Result<u32, Error>> {
+        Box::pin(self.0.populate(host, target, count))
+    }
+
+    fn free_network<'a>(&'a self, network_id: &'a str) -> BoxFuture<'a, Result<usize, Error>> {
+        Box::pin(self.0.free_network(network_id))
+    }
+
+    fn run_background(self: Arc<Self>, client: Client) -> BoxFuture<'static, ()> {
+        let pool = self.0.clone();
+        Box::pin(async move {
+            // The janitor may finish (off without tags); maintenance runs forever.
+            tokio::join!(pool.clone().run_maintenance(), pool.run_janitor(client));
+        })
+    }
+
+    fn pools(&self) -> Option<Arc<VifPool>> {
+        Some(self.0.clone())
+    }
+}
