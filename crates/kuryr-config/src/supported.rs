@@ -17,15 +17,21 @@ pub const IMPLEMENTED_HANDLERS: &[&str] = &[
     "namespace",
     "kuryrnetwork",
     "kuryrnetwork_population",
+    "service",
+    "endpoints",
+    "kuryrloadbalancer",
 ];
 
 /// Handlers of upstream's that kuryr-rs does not run yet, with the feature they belong to.
 pub const PENDING_HANDLERS: &[(&str, &str)] = &[
-    ("service", "Services (Octavia load balancers)"),
-    ("endpoints", "Services (Octavia load balancers)"),
-    ("kuryrloadbalancer", "Services (Octavia load balancers)"),
-    ("lb", "Services (Octavia load balancers)"),
-    ("lbaasspec", "Services (Octavia load balancers)"),
+    (
+        "lb",
+        "Services through upstream's pre-CRD annotations (use service, endpoints, kuryrloadbalancer)",
+    ),
+    (
+        "lbaasspec",
+        "Services through upstream's pre-CRD annotations (use service, endpoints, kuryrloadbalancer)",
+    ),
     ("policy", "NetworkPolicy"),
     ("kuryrnetworkpolicy", "NetworkPolicy"),
     ("pod_label", "NetworkPolicy"),
@@ -238,8 +244,8 @@ impl Checker<'_> {
                     "octavia_defaults",
                     first,
                     format!(
-                        "[octavia_defaults] {} have no effect: Services (service, endpoints, kuryrloadbalancer \
-                         handlers) are not implemented by kuryr-rs yet",
+                        "[octavia_defaults] {} have no effect: no Service handler (service, endpoints, \
+                         kuryrloadbalancer) is enabled",
                         set.join(", ")
                     ),
                 );
@@ -248,7 +254,8 @@ impl Checker<'_> {
                 self.not_in_effect(
                     "kubernetes",
                     "service_security_groups_driver",
-                    "has no effect: Services are not implemented by kuryr-rs yet".into(),
+                    "has no effect: no Service handler (service, endpoints, kuryrloadbalancer) is enabled"
+                        .into(),
                 );
             }
         }

@@ -57,6 +57,9 @@ pub enum Error {
     /// No OpenStack credentials could be determined.
     #[error("OpenStack credentials")]
     CloudAuth(#[source] Box<kuryr_config::ConfigError>),
+    /// Connecting to Octavia failed.
+    #[error("connecting to Octavia (a Service handler is enabled)")]
+    Octavia(#[source] kuryr_openstack::Error),
     /// Connecting to Neutron failed.
     #[error("connecting to Neutron")]
     Neutron(#[source] kuryr_openstack::Error),
@@ -114,11 +117,22 @@ pub async fn connect_openstack(
     let auth = kuryr_config::resolve_cloud_auth(config, &|k| std::env::var(k).ok())
         .map_err(|e| Error::CloudAuth(Box::new(e)))?;
     let opts = kuryr_openstack::ConnectOptions::from_env(config.neutron.timeout);
-    let neutron: Arc<dyn kuryr_openstack::Neutron> = Arc::new(
-        kuryr_openstack::OpenStackNeutron::connect(&auth, &opts, metrics.clone())
-            .await
-            .map_err(Error::Neutron)?,
-    );
+    let real = kuryr_openstack::OpenStackNeutron::connect(&auth, &opts, metrics.clone())
+        .await
+        .map_err(Error::Neutron)?;
+    let octavia: Option<Arc<dyn kuryr_openstack::Octavia>> = if handlers::needs_octavia(config) {
+        let o = kuryr_openstack::OpenStackOctavia::from_session(
+            real.session().clone(),
+            opts.request_timeout,
+            metrics.clone(),
+        )
+        .await
+        .map_err(Error::Octavia)?;
+        Some(Arc::new(o))
+    } else {
+        None
+    };
+    let neutron: Arc<dyn kuryr_openstack::Neutron> = Arc::new(real);
     let drivers = drivers::Drivers::from_config(config, client, neutron.clone()).map_err(Error::Drivers)?;
     let pool: Arc<dyn pool::PortSource> = match settings.mode {
         pool::PoolMode::Neutron => Arc::new(pool::source::Pooled(pool::VifPool::new(
@@ -132,6 +146,7 @@ pub async fn connect_openstack(
         neutron,
         drivers: Arc::new(drivers),
         pool,
+        octavia,
     })
 }
 

@@ -36,6 +36,8 @@ pub struct OpenStack {
     pub drivers: Arc<drivers::Drivers>,
     /// Where pods' ports come from: warm pools or one port per pod ([`pool::PortSource`]).
     pub pool: Arc<dyn pool::PortSource>,
+    /// Octavia (same session as Neutron), when a Service handler is enabled.
+    pub octavia: Option<Arc<dyn kuryr_openstack::Octavia>>,
 }
 
 /// What every handler needs: the client, the configuration, metrics, the Event recorder and

@@ -73,6 +73,9 @@ pub struct ClusterOptions {
     pub pool: bool,
     /// `--subnets namespace` instead of `default`.
     pub namespace_subnets: bool,
+    /// `--services on|off` (the Service handlers; off in [`ClusterOptions::for_test`]: tests
+    /// of the pod path need no load balancers).
+    pub services: bool,
     /// `--set GROUP.OPTION=VALUE` items.
     pub sets: Vec<String>,
     /// `--cni bridge` (dry run with the reference plugin).
@@ -92,6 +95,7 @@ impl ClusterOptions {
             metrics_port: free_port(),
             pool: true,
             namespace_subnets: false,
+            services: false,
             sets: Vec::new(),
             cni_bridge: false,
             controller: true,
@@ -118,6 +122,8 @@ impl ClusterOptions {
                 "default"
             }
             .into(),
+            "--services".into(),
+            if self.services { "on" } else { "off" }.into(),
         ];
         if let Some(b) = &self.bin_dir {
             a.push("--bin-dir".into());

@@ -16,7 +16,9 @@ pub mod neutron;
 pub mod pods;
 pub mod probe;
 pub mod report;
+pub mod services;
 pub mod soak;
+pub mod svc_demo;
 
 pub use error::Error;
 

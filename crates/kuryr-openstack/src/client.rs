@@ -30,9 +30,10 @@ use std::time::Duration;
 /// often cap at 8 KB.
 pub const MAX_IDS_PER_REQUEST: usize = 100;
 
-/// One Neutron request, as openstack_sdk's escape hatch wants it.
+/// One request (Neutron's or Octavia's), as openstack_sdk's escape hatch wants it.
 #[derive(Clone)]
 struct Request {
+    service: ServiceType,
     method: Method,
     path: String,
     query: Query,
@@ -47,7 +48,7 @@ impl RestEndpoint for Request {
         Cow::Owned(self.path.clone())
     }
     fn service_type(&self) -> ServiceType {
-        ServiceType::Network
+        self.service.clone()
     }
     fn parameters(&self) -> QueryParams<'_> {
         let mut p = QueryParams::default();
@@ -64,27 +65,24 @@ impl RestEndpoint for Request {
 /// The real Neutron client.
 #[derive(Clone)]
 pub struct OpenStackNeutron {
-    session: AsyncOpenStack,
-    observer: Arc<dyn RequestObserver>,
-    request_timeout: Duration,
+    transport: Transport,
     extensions: Arc<Vec<String>>,
     /// How port tags travel: see [`PortTagging`]; shared by clones, learnt at most once.
     port_tagging: Arc<AtomicU8>,
     tag_creation: bool,
-    rediscoveries: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for OpenStackNeutron {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OpenStackNeutron")
-            .field("request_timeout", &self.request_timeout)
+            .field("request_timeout", &self.transport.request_timeout)
             .field("tag_mode", &self.tag_mode())
             .finish_non_exhaustive()
     }
 }
 
 /// Percent-encodes one path segment (IDs come from Kubernetes objects and must not change the path).
-fn seg(s: &str) -> String {
+pub(crate) fn seg(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
@@ -96,7 +94,7 @@ fn seg(s: &str) -> String {
     out
 }
 
-fn decode<T: DeserializeOwned>(op: &'static str, body: &Bytes, key: &str) -> Result<T> {
+pub(crate) fn decode<T: DeserializeOwned>(op: &'static str, body: &Bytes, key: &str) -> Result<T> {
     let mut v: Value = serde_json::from_slice(body).map_err(|e| Error::Decode {
         op,
         message: e.to_string(),
@@ -161,13 +159,10 @@ impl OpenStackNeutron {
         observer: Arc<dyn RequestObserver>,
     ) -> Result<Self> {
         let mut client = OpenStackNeutron {
-            session,
-            observer,
-            request_timeout,
+            transport: Transport::new(session, ServiceType::Network, request_timeout, observer),
             extensions: Arc::new(Vec::new()),
             port_tagging: Arc::new(AtomicU8::new(PortTagging::Probe as u8)),
             tag_creation: false,
-            rediscoveries: Arc::new(AtomicU64::new(0)),
         };
         let exts = client.fetch_extensions().await?;
         if TagMode::from_extensions(exts.iter().map(String::as_str)) == TagMode::InCreateBody {
@@ -183,7 +178,7 @@ impl OpenStackNeutron {
 
     /// How many times a versionless 404 made this client re-discover the network endpoint.
     pub fn rediscoveries(&self) -> u64 {
-        self.rediscoveries.load(Ordering::Relaxed)
+        self.transport.rediscoveries.load(Ordering::Relaxed)
     }
 
     /// [`connect`](Self::connect) without an observer.
@@ -193,7 +188,7 @@ impl OpenStackNeutron {
 
     /// The underlying SDK session (for typed SDK calls such as Octavia's).
     pub fn session(&self) -> &AsyncOpenStack {
-        &self.session
+        &self.transport.session
     }
 
     /// Extension aliases read at connection time.
@@ -228,13 +223,7 @@ impl OpenStackNeutron {
         query: Query,
         body: Option<Value>,
     ) -> Result<Bytes> {
-        let req = Request {
-            method,
-            path,
-            query,
-            body: body.map(|b| b.to_string().into_bytes()),
-        };
-        observed(self.observer.as_ref(), op, self.send(op, &req)).await
+        self.transport.call(op, method, path, query, body).await
     }
 
     /// Like [`call`](Self::call) for deletes and detaches: 404 is success.
@@ -252,53 +241,6 @@ impl OpenStackNeutron {
                 Ok(())
             }
             Err(e) => Err(e),
-        }
-    }
-
-    async fn send(&self, op: &'static str, req: &Request) -> Result<Bytes> {
-        let mut rediscovered = false;
-        loop {
-            // `skip_error_check`: we map error statuses ourselves (NeutronError type, 404 retry).
-            let endpoint = raw(req.clone()).skip_error_check(true);
-            let fut = QueryAsync::<http::Response<Bytes>, _>::query_async(&endpoint, &self.session);
-            let rsp = match tokio::time::timeout(self.request_timeout, fut).await {
-                Err(_) => {
-                    return Err(Error::Timeout {
-                        op,
-                        after: self.request_timeout,
-                    });
-                }
-                Ok(Err(e)) => {
-                    return Err(Error::Transport {
-                        op,
-                        source: Box::new(e),
-                    });
-                }
-                Ok(Ok(rsp)) => rsp,
-            };
-            let status = rsp.status().as_u16();
-            if (200..300).contains(&status) {
-                return Ok(rsp.into_body());
-            }
-            if status == 404 && !rediscovered && !NeutronFault::parse(rsp.body()).is_neutron {
-                // A 404 that is not a NeutronError comes from a URL without `/v2.0`: the SDK
-                // forgot the discovered endpoint (full re-login). Discover again, retry once.
-                rediscovered = true;
-                self.rediscoveries.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(
-                    operation = op,
-                    "404 outside Neutron's API; re-discovering the network endpoint"
-                );
-                if let Err(e) = self
-                    .session
-                    .discover_service_endpoint(&ServiceType::Network)
-                    .await
-                {
-                    tracing::warn!(error = %e, "re-discovery failed");
-                }
-                continue;
-            }
-            return Err(Error::from_status(op, status, rsp.body()));
         }
     }
 
@@ -453,6 +395,111 @@ impl OpenStackNeutron {
             op: ops.0,
             message: e.to_string(),
         })
+    }
+}
+
+/// One service's requests on a session: the timeout, the observer, endpoint re-discovery.
+#[derive(Clone)]
+pub(crate) struct Transport {
+    pub(crate) session: AsyncOpenStack,
+    service: ServiceType,
+    pub(crate) request_timeout: Duration,
+    observer: Arc<dyn RequestObserver>,
+    pub(crate) rediscoveries: Arc<AtomicU64>,
+}
+
+impl Transport {
+    pub(crate) fn new(
+        session: AsyncOpenStack,
+        service: ServiceType,
+        request_timeout: Duration,
+        observer: Arc<dyn RequestObserver>,
+    ) -> Self {
+        Transport {
+            session,
+            service,
+            request_timeout,
+            observer,
+            rediscoveries: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// One observed request; non-2xx answers become errors.
+    pub(crate) async fn call(
+        &self,
+        op: &'static str,
+        method: Method,
+        path: String,
+        query: Query,
+        body: Option<Value>,
+    ) -> Result<Bytes> {
+        let req = Request {
+            service: self.service.clone(),
+            method,
+            path,
+            query,
+            body: body.map(|b| b.to_string().into_bytes()),
+        };
+        let send = send(&self.session, self.request_timeout, &self.rediscoveries, op, &req);
+        observed(self.observer.as_ref(), op, send).await
+    }
+}
+
+/// Whether a 404 body comes from the service's API (its own error document) rather than from a
+/// URL outside it (a versionless path after the SDK forgot the discovered endpoint).
+fn is_api_404(service: &ServiceType, body: &[u8]) -> bool {
+    match service {
+        ServiceType::Network => NeutronFault::parse(body).is_neutron,
+        // Octavia answers `{"faultcode": ..., "faultstring": ...}`.
+        _ => serde_json::from_slice::<Value>(body)
+            .map(|v| v.get("faultstring").is_some())
+            .unwrap_or(false),
+    }
+}
+
+/// Sends `req` on `session` under `timeout`; non-2xx answers become errors. A 404 from outside
+/// the service's API makes the session re-discover the service endpoint once (counted in
+/// `rediscoveries`) and retry.
+async fn send(
+    session: &AsyncOpenStack,
+    timeout: Duration,
+    rediscoveries: &AtomicU64,
+    op: &'static str,
+    req: &Request,
+) -> Result<Bytes> {
+    let mut rediscovered = false;
+    loop {
+        // `skip_error_check`: we map error statuses ourselves (error documents, 404 retry).
+        let endpoint = raw(req.clone()).skip_error_check(true);
+        let fut = QueryAsync::<http::Response<Bytes>, _>::query_async(&endpoint, session);
+        let rsp = match tokio::time::timeout(timeout, fut).await {
+            Err(_) => return Err(Error::Timeout { op, after: timeout }),
+            Ok(Err(e)) => {
+                return Err(Error::Transport {
+                    op,
+                    source: Box::new(e),
+                });
+            }
+            Ok(Ok(rsp)) => rsp,
+        };
+        let status = rsp.status().as_u16();
+        if (200..300).contains(&status) {
+            return Ok(rsp.into_body());
+        }
+        if status == 404 && !rediscovered && !is_api_404(&req.service, rsp.body()) {
+            rediscovered = true;
+            rediscoveries.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                operation = op,
+                service = %req.service,
+                "404 outside the service's API; re-discovering its endpoint"
+            );
+            if let Err(e) = session.discover_service_endpoint(&req.service).await {
+                tracing::warn!(error = %e, "re-discovery failed");
+            }
+            continue;
+        }
+        return Err(Error::from_status(op, status, rsp.body()));
     }
 }
 

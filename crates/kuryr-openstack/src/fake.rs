@@ -44,7 +44,7 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
-    fn to_error(&self, op: &'static str) -> Error {
+    pub(crate) fn to_error(&self, op: &'static str) -> Error {
         let message = "injected fault".to_string();
         match self {
             FaultKind::NotFound(kind) => Error::NotFound {

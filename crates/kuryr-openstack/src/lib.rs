@@ -1,4 +1,4 @@
-//! Neutron client layer of the kuryr-rs controller.
+//! Neutron and Octavia client layer of the kuryr-rs controller.
 //!
 //! ```text
 //!  controller ──Arc<dyn Neutron>──┬── OpenStackNeutron (openstack_sdk, real HTTP)
@@ -14,7 +14,9 @@
 //! * [`connect`] — session from [`kuryr_config::CloudAuth`] with timeout and endpoint discovery;
 //! * [`error`] — [`Error`];
 //! * [`observe`] — [`RequestObserver`], [`CountingObserver`], operation names;
-//! * [`fake`] — [`FakeNeutron`](fake::FakeNeutron) (feature `fake` or tests).
+//! * [`fake`] — [`FakeNeutron`](fake::FakeNeutron) (feature `fake` or tests);
+//! * [`octavia`] — the [`Octavia`] trait beside it: [`OpenStackOctavia`] on the same session,
+//!   `FakeOctavia`, models gated on Octavia's API version.
 
 pub mod api;
 pub mod client;
@@ -24,6 +26,7 @@ pub mod error;
 pub mod fake;
 pub mod model;
 pub mod observe;
+pub mod octavia;
 
 pub use api::{BoxFuture, Neutron};
 pub use client::OpenStackNeutron;
@@ -32,3 +35,4 @@ pub use error::{Error, NeutronFault, Result};
 pub use kuryr_core::neutron::{Network, Port, QuotaUsage, Subnet, SubnetPool, TagMode};
 pub use model::{NetworkCreate, PortCreate, PortFilter, PortUpdate, ResourceFilter, SubnetCreate};
 pub use observe::{CountingObserver, NoopObserver, RequestObserver, ops};
+pub use octavia::{Octavia, OpenStackOctavia};

@@ -51,6 +51,30 @@ pub mod ops {
     pub const ROUTER_ADD_INTERFACE: &str = "router_add_interface";
     /// `PUT /v2.0/routers/{id}/remove_router_interface`.
     pub const ROUTER_REMOVE_INTERFACE: &str = "router_remove_interface";
+    /// Octavia `GET /` (version document).
+    pub const LB_VERSIONS: &str = "lb_versions";
+    /// `GET /v2/lbaas/loadbalancers?...`.
+    pub const LB_LIST: &str = "lb_list";
+    /// `GET /v2/lbaas/loadbalancers/{id}`.
+    pub const LB_GET: &str = "lb_get";
+    /// `POST /v2/lbaas/loadbalancers`.
+    pub const LB_CREATE: &str = "lb_create";
+    /// `DELETE /v2/lbaas/loadbalancers/{id}?cascade=true`.
+    pub const LB_DELETE: &str = "lb_delete";
+    /// `GET /v2/lbaas/loadbalancers/{id}/status`.
+    pub const LB_STATUS: &str = "lb_status";
+    /// `GET /v2/lbaas/listeners?loadbalancer_id=...`.
+    pub const LISTENER_LIST: &str = "listener_list";
+    /// `POST /v2/lbaas/listeners`.
+    pub const LISTENER_CREATE: &str = "listener_create";
+    /// `DELETE /v2/lbaas/listeners/{id}`.
+    pub const LISTENER_DELETE: &str = "listener_delete";
+    /// `POST /v2/lbaas/pools`.
+    pub const POOL_CREATE: &str = "pool_create";
+    /// `DELETE /v2/lbaas/pools/{id}`.
+    pub const POOL_DELETE: &str = "pool_delete";
+    /// `PUT /v2/lbaas/pools/{id}/members` (batch update: the whole member set in one call).
+    pub const MEMBER_BATCH_UPDATE: &str = "member_batch_update";
 }
 
 /// Receives one call per request. Must be cheap and must not block.

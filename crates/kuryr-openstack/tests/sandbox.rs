@@ -597,3 +597,173 @@ async fn concurrent_bulk_creates_through_dyn() {
     };
     with_cleanup(&client, &tag, body).await;
 }
+
+/// The Octavia client against the sandbox's Octavia (OVN provider): version discovery, a load
+/// balancer with a listener, a pool and members set in ONE batch call, the status tree in one
+/// request, a second batch that removes a member, adoption-style lookup by name and tag, and a
+/// cascade delete; typed errors for a missing load balancer.
+#[tokio::test]
+async fn octavia_load_balancer_lifecycle_with_batch_members() {
+    use kuryr_openstack::octavia::{LbCreate, LbFilter, ListenerCreate, MemberSpec, PoolCreate, status};
+    use kuryr_openstack::{Octavia, OpenStackOctavia};
+    let t = topology();
+    let obs = Arc::new(CountingObserver::default());
+    let neutron = connect_clouds_yaml(&t, obs.clone()).await;
+    let octavia = OpenStackOctavia::from_session(
+        neutron.session().clone(),
+        std::time::Duration::from_secs(30),
+        obs.clone(),
+    )
+    .await
+    .expect("Octavia version discovery");
+    println!("Octavia API {}", octavia.version());
+    assert!(octavia.version().tags(), "the sandbox's Octavia takes tags");
+    let tag = unique_tag("octavia");
+    let subnet = get(&t, "SERVICE_SUBNET_ID").to_string();
+    let project = get(&t, "KURYR_SANDBOX_PROJECT_ID").to_string();
+    let name = format!("kuryr-rs-test/{}", &tag[tag.len() - 8..]);
+    let wait_active = |id: String| {
+        let octavia = octavia.clone();
+        async move {
+            let start = Instant::now();
+            loop {
+                let lb = octavia.get_load_balancer(&id).await?;
+                if lb.provisioning_status == status::ACTIVE {
+                    return anyhow::Ok(start.elapsed());
+                }
+                ensure!(
+                    lb.provisioning_status != status::ERROR,
+                    "load balancer went to ERROR"
+                );
+                ensure!(
+                    start.elapsed().as_secs() < 60,
+                    "not ACTIVE after 60 s: {}",
+                    lb.provisioning_status
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+        }
+    };
+    let body = async {
+        let lb = octavia
+            .create_load_balancer(&LbCreate {
+                name: name.clone(),
+                description: "kuryr-rs test".into(),
+                project_id: project.clone(),
+                vip_subnet_id: subnet.clone(),
+                vip_address: None,
+                provider: Some("ovn".into()),
+                tags: vec![tag.clone()],
+            })
+            .await?;
+        ensure!(
+            !lb.vip_port_id.is_empty(),
+            "VIP port exists when the create answers"
+        );
+        println!(
+            "load balancer ACTIVE after {:?}",
+            wait_active(lb.id.clone()).await?
+        );
+        let listener = octavia
+            .create_listener(&ListenerCreate {
+                loadbalancer_id: lb.id.clone(),
+                name: format!("{name}:TCP:80"),
+                protocol: "TCP".into(),
+                protocol_port: 80,
+                tags: vec![tag.clone()],
+                ..Default::default()
+            })
+            .await?;
+        wait_active(lb.id.clone()).await?;
+        let pool = octavia
+            .create_pool(&PoolCreate {
+                listener_id: listener.clone(),
+                name: format!("{name}:TCP:80"),
+                protocol: "TCP".into(),
+                lb_algorithm: "SOURCE_IP_PORT".into(),
+                source_ip_persistence: false,
+                tags: vec![tag.clone()],
+            })
+            .await?;
+        wait_active(lb.id.clone()).await?;
+        let members: Vec<MemberSpec> = (10..13)
+            .map(|i| MemberSpec {
+                address: format!("10.96.200.{i}"),
+                protocol_port: 8080,
+                name: format!("ns/pod-{i}:8080"),
+                subnet_id: Some(subnet.clone()),
+            })
+            .collect();
+        octavia.replace_members(&pool, &members).await?;
+        println!(
+            "3 members (one batch call) ACTIVE after {:?}",
+            wait_active(lb.id.clone()).await?
+        );
+        let tree = octavia.status_tree(&lb.id).await?;
+        ensure!(
+            tree.listeners.len() == 1 && tree.listeners[0].id == listener,
+            "tree: {tree:?}"
+        );
+        let got: Vec<(String, i32)> = tree.listeners[0].pools[0]
+            .members
+            .iter()
+            .map(|m| (m.address.clone(), m.protocol_port))
+            .collect();
+        ensure!(got.len() == 3, "members in the tree: {got:?}");
+        octavia.replace_members(&pool, &members[..1]).await?;
+        wait_active(lb.id.clone()).await?;
+        let tree = octavia.status_tree(&lb.id).await?;
+        ensure!(
+            tree.listeners[0].pools[0].members.len() == 1,
+            "batch removed two members: {tree:?}"
+        );
+        let found = octavia
+            .list_load_balancers(&LbFilter {
+                name: Some(name.clone()),
+                tags: vec![tag.clone()],
+                ..Default::default()
+            })
+            .await?;
+        ensure!(
+            found.len() == 1 && found[0].id == lb.id,
+            "lookup by name and tag: {found:?}"
+        );
+        ensure!(
+            obs.count(ops::MEMBER_BATCH_UPDATE, "ok") == 2,
+            "two batch calls recorded"
+        );
+        let listeners = octavia.list_listeners(&lb.id).await?;
+        ensure!(
+            listeners.len() == 1 && listeners[0].protocol_port == 80,
+            "{listeners:?}"
+        );
+        octavia.delete_load_balancer(&lb.id).await?;
+        octavia.delete_load_balancer(&lb.id).await?;
+        let missing = octavia.status_tree("00000000-0000-0000-0000-000000000000").await;
+        ensure!(
+            matches!(missing, Err(Error::NotFound { .. })),
+            "typed 404: {missing:?}"
+        );
+        anyhow::Ok(())
+    };
+    let outcome = AssertUnwindSafe(body).catch_unwind().await;
+    // Cleanup whatever happened.
+    if let Ok(left) = octavia
+        .list_load_balancers(&LbFilter {
+            tags: vec![tag.clone()],
+            ..Default::default()
+        })
+        .await
+    {
+        for lb in left {
+            if lb.provisioning_status != status::PENDING_DELETE {
+                let _ = octavia.delete_load_balancer(&lb.id).await;
+            }
+        }
+    }
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => panic!("{e:#}"),
+        Err(p) => std::panic::resume_unwind(p),
+    }
+}

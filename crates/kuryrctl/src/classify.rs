@@ -464,12 +464,17 @@ pub fn check_stale_kuryrports(pods: &[Pod], kps: &[KuryrPort]) -> Check {
 /// An object carrying finalizers: `(kind, namespace/name, finalizers)`.
 pub type Finalized = (&'static str, String, Vec<String>);
 
+/// Kinds whose kuryr finalizers no kuryr-rs handler removes yet (NetworkPolicy is not
+/// implemented; Services and KuryrLoadBalancers are, and adopt upstream's).
+pub const UNHANDLED_KINDS: &[&str] = &["NetworkPolicy", "KuryrNetworkPolicy"];
+
 /// Objects whose kuryr finalizer no running kuryr-rs handler removes yet (left by upstream
-/// Kuryr: Services, KuryrLoadBalancers, NetworkPolicies, KuryrNetworkPolicies): deleting them
-/// (or their namespace) hangs until the handlers land or the finalizer is removed by hand.
+/// Kuryr: NetworkPolicies, KuryrNetworkPolicies): deleting them (or their namespace) hangs
+/// until the handlers land or the finalizer is removed by hand.
 pub fn check_unhandled_finalizers(objects: &[Finalized]) -> Check {
     let stuck: Vec<&Finalized> = objects
         .iter()
+        .filter(|(kind, _, _)| UNHANDLED_KINDS.contains(kind))
         .filter(|(_, _, fs)| {
             fs.iter()
                 .any(|f| f.starts_with(KURYR_FINALIZER_PREFIX) || f.contains(".kuryr.openstack.org"))
@@ -480,7 +485,8 @@ pub fn check_unhandled_finalizers(objects: &[Finalized]) -> Check {
             check: "Upstream finalizers",
             result: Outcome::Success,
             details:
-                "no Service, KuryrLoadBalancer, NetworkPolicy or KuryrNetworkPolicy carries a kuryr finalizer"
+                "no NetworkPolicy or KuryrNetworkPolicy carries a kuryr finalizer (those of Services and \
+                 KuryrLoadBalancers are handled)"
                     .into(),
         };
     }
@@ -494,7 +500,7 @@ pub fn check_unhandled_finalizers(objects: &[Finalized]) -> Check {
         check: "Upstream finalizers",
         result: Outcome::Warning,
         details: format!(
-            "{} carry kuryr finalizers that kuryr-rs does not handle yet (Services and NetworkPolicy are not \
+            "{} carry kuryr finalizers that kuryr-rs does not handle yet (NetworkPolicy is not \
              implemented): deleting them or their namespace waits until those handlers run or the finalizer \
              is removed by hand (e.g. {})",
             counts.join(", "),

@@ -1,12 +1,15 @@
 //! The controller's handlers, one module per watched kind (upstream's `enabled_handlers`), all
 //! written on the one [`scaffold`], and [`HANDLERS`]: the one list of what kuryr-controller runs.
 
+pub mod endpoints;
+pub mod kuryrloadbalancer;
 pub mod kuryrnetwork;
 pub mod kuryrnetwork_population;
 pub mod kuryrport;
 pub mod namespace;
 pub mod pod;
 pub mod scaffold;
+pub mod service;
 
 use std::{sync::Arc, time::Duration};
 
@@ -52,7 +55,31 @@ pub const HANDLERS: &[HandlerSpec] = &[
         needs_openstack: true,
         start: |ctx| Box::pin(kuryrnetwork_population::start(ctx)),
     },
+    HandlerSpec {
+        name: service::HANDLER,
+        needs_openstack: false,
+        start: |ctx| Box::pin(service::start(ctx)),
+    },
+    HandlerSpec {
+        name: endpoints::HANDLER,
+        needs_openstack: false,
+        start: |ctx| Box::pin(endpoints::start(ctx)),
+    },
+    HandlerSpec {
+        name: kuryrloadbalancer::HANDLER,
+        needs_openstack: true,
+        start: |ctx| Box::pin(kuryrloadbalancer::start(ctx)),
+    },
 ];
+
+/// Whether `config` enables a handler that talks to Octavia.
+pub fn needs_octavia(config: &kuryr_config::Config) -> bool {
+    config
+        .kubernetes
+        .enabled_handlers
+        .iter()
+        .any(|h| h == kuryrloadbalancer::HANDLER)
+}
 
 /// The spec of handler `name`, if kuryr-controller implements it.
 pub fn find(name: &str) -> Option<&'static HandlerSpec> {

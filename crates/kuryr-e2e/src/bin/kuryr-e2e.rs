@@ -9,6 +9,8 @@
 //! * `kuryr-e2e soak --state-dir D --seconds N`: pods across namespaces and nodes, every pod
 //!   probing every other pod (TCP and UDP) in rounds; the last line is
 //!   `soak pods=P rounds=R probes=X unanswered=U daemon_crashes=C` (`sandbox/soak`).
+//! * `kuryr-e2e service-report --namespace a --clients a,b`: a Service over the `app=web` pods
+//!   of `a`, its load balancer, and its VIP probed from every pod of `a` and `b`.
 
 use std::{
     collections::BTreeMap,
@@ -68,6 +70,19 @@ enum Cmd {
     },
     /// Pods across namespaces and nodes connecting to each other in rounds (sandbox/soak).
     Soak(SoakArgs),
+    /// A Service over the `app=web` pods of a namespace, probed through its VIP from the pods
+    /// of some namespaces (sandbox/demo).
+    ServiceReport {
+        /// Namespace of the Service.
+        #[arg(long)]
+        namespace: String,
+        /// Namespaces whose pods probe the VIP (comma-separated).
+        #[arg(long, value_delimiter = ',', required = true)]
+        clients: Vec<String>,
+        /// Backends expected (pods of the Service).
+        #[arg(long, default_value_t = 2)]
+        backends: usize,
+    },
 }
 
 /// How long the report waits after Ready for Neutron to report the pods' ports ACTIVE.
@@ -382,6 +397,16 @@ async fn main() -> ExitCode {
             timeout,
         } => cmd_burst(&cluster, pods, &label, warm_pool, &namespace, timeout).await,
         Cmd::Soak(a) => cmd_soak(&cluster, a).await,
+        Cmd::ServiceReport {
+            namespace,
+            clients,
+            backends,
+        } => match cluster.client().await {
+            Ok(client) => kuryr_e2e::svc_demo::run(&cluster, &client, &namespace, &clients, backends)
+                .await
+                .map_err(anyhow::Error::from),
+            Err(e) => Err(e.into()),
+        },
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,

@@ -1,0 +1,596 @@
+//! The KuryrLoadBalancer handler (upstream's `KuryrLoadBalancerHandler`, `enabled_handlers`
+//! name `kuryrloadbalancer`): a KLB becomes an Octavia load balancer with a listener and pool
+//! per Service port and the ready endpoints as members (one batch call per pool); its status
+//! records what exists. The plan ([`plan`]) picks one step at a time; after each write the
+//! handler waits briefly for the load balancer to settle and plans again, or looks again later —
+//! one slow load balancer never holds up another Service's reconcile.
+
+pub mod desired;
+pub mod plan;
+
+use std::{sync::Arc, time::Duration};
+
+use k8s_openapi::api::core::v1::{ObjectReference, Service};
+use kube::{
+    Api, ResourceExt,
+    api::{Patch, PatchParams},
+    runtime::{Controller, watcher},
+};
+use kuryr_openstack::octavia::{LbCreate, LbFilter, ListenerCreate, Octavia, PoolCreate, status};
+use kuryr_types::{
+    KuryrLoadBalancer, KuryrNetwork,
+    constants::{KURYRLB_FINALIZER, SERVICE_FINALIZER},
+};
+use serde_json::json;
+use tracing::{error, info, warn};
+
+use self::desired::{LbSettings, SubnetMap};
+use self::plan::{LbObserved, PENDING_POLL, Step};
+use super::scaffold::{self, ErrorKind, Flow, Handler, HandlerError, Plan, Then, api_code, kube_kind};
+use crate::{Context, drivers::Reflected, finalizer};
+
+/// Name of this handler in `[kubernetes] enabled_handlers` and in metrics.
+pub const HANDLER: &str = "kuryrloadbalancer";
+
+/// How long a step waits for the load balancer to settle before handing the object back to
+/// the queue (the OVN provider settles in about a second; amphorae take minutes).
+const SETTLE_WAIT: Duration = Duration::from_secs(4);
+/// First look after a write (the OVN provider is ACTIVE again within tens of milliseconds),
+/// doubling up to [`SETTLE_POLL_MAX`].
+const SETTLE_POLL: Duration = Duration::from_millis(25);
+const SETTLE_POLL_MAX: Duration = Duration::from_millis(400);
+
+/// A failed observation or step.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An Octavia call failed.
+    #[error("Octavia: {what} of {lb}")]
+    Octavia {
+        /// What was done.
+        what: &'static str,
+        /// Load balancer name.
+        lb: String,
+        /// Cause.
+        #[source]
+        source: kuryr_openstack::Error,
+    },
+    /// A Kubernetes call failed.
+    #[error("{what} of {klb}")]
+    Kube {
+        /// What was done.
+        what: &'static str,
+        /// KLB namespace/name.
+        klb: String,
+        /// Cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// The KuryrNetwork cache has not listed yet (member subnets unknown).
+    #[error("KuryrNetworks not listed yet")]
+    NotSynced,
+}
+
+impl HandlerError for Error {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            // 409: the load balancer is locked by a write in progress.
+            Error::Octavia {
+                source: kuryr_openstack::Error::Conflict { .. },
+                ..
+            } => ErrorKind::Transient,
+            Error::Octavia { source, .. } if source.is_retryable() => ErrorKind::Transient,
+            Error::Octavia { .. } => ErrorKind::Invalid,
+            Error::Kube { source, .. } => kube_kind(source),
+            Error::NotSynced => ErrorKind::Transient,
+        }
+    }
+
+    fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Octavia { .. } => "octavia",
+            Error::Kube { .. } => "kubernetes",
+            Error::NotSynced => "not_synced",
+        }
+    }
+
+    fn event_reason(&self) -> Option<&'static str> {
+        match self {
+            Error::NotSynced => None,
+            _ if self.kind() == ErrorKind::Conflict => None,
+            _ => Some("KuryrEnsureLBError"),
+        }
+    }
+}
+
+/// The handler.
+pub struct KlbHandler {
+    client: kube::Client,
+    octavia: Arc<dyn Octavia>,
+    settings: LbSettings,
+    networks: Reflected<KuryrNetwork>,
+    /// `[neutron_defaults] pod_subnet` as (CIDR, ID), read once at start.
+    pod_subnet: Option<(String, String)>,
+    events: crate::events::Events,
+}
+
+impl KlbHandler {
+    /// The subnets pods live on: the namespace subnets of the KuryrNetworks and the default pod
+    /// subnet.
+    fn subnets(&self) -> SubnetMap {
+        let mut m = SubnetMap::default();
+        if let Some((cidr, id)) = &self.pod_subnet {
+            m.add(cidr, id);
+        }
+        for kn in self.networks.store().state() {
+            if let Some(st) = &kn.status
+                && let (Some(cidr), Some(id)) = (&st.subnet_cidr, &st.subnet_id)
+            {
+                m.add(cidr, id);
+            }
+        }
+        m
+    }
+
+    fn key(klb: &KuryrLoadBalancer) -> String {
+        format!("{}/{}", klb.namespace().unwrap_or_default(), klb.name_any())
+    }
+
+    fn octavia_err<'a>(what: &'static str, lb: &'a str) -> impl FnOnce(kuryr_openstack::Error) -> Error + 'a {
+        move |source| Error::Octavia {
+            what,
+            lb: lb.to_string(),
+            source,
+        }
+    }
+
+    /// The load balancer the KLB records (or, when none or gone, the one named like it:
+    /// adoption of upstream's or of a create whose answer was lost).
+    async fn find_lb(
+        &self,
+        klb: &KuryrLoadBalancer,
+    ) -> Result<Option<kuryr_openstack::octavia::LoadBalancer>, Error> {
+        let name = Self::key(klb);
+        if let Some(id) = klb
+            .status
+            .as_ref()
+            .and_then(|s| s.loadbalancer.as_ref())
+            .map(|l| l.id.clone())
+            && !id.is_empty()
+        {
+            match self.octavia.get_load_balancer(&id).await {
+                Ok(lb) => return Ok(Some(lb)),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(Self::octavia_err("reading the load balancer", &name)(e)),
+            }
+        }
+        let filter = LbFilter {
+            name: Some(name.clone()),
+            project_id: klb.spec.project_id.clone(),
+            ..LbFilter::default()
+        };
+        let mut found = self
+            .octavia
+            .list_load_balancers(&filter)
+            .await
+            .map_err(Self::octavia_err("looking up the load balancer", &name))?;
+        // By name, only ours: with tags configured (the cluster tag) a load balancer of another
+        // cluster sharing the project is never taken. Upstream's are found by the ID their KLB
+        // status records, above.
+        if self.octavia.version().tags() {
+            found.retain(|lb| self.settings.tags.iter().all(|t| lb.tags.contains(t)));
+        }
+        // A live one first (an old one may still be PENDING_DELETE during a recreation).
+        found.sort_by_key(|lb| lb.provisioning_status == status::PENDING_DELETE);
+        Ok(found.into_iter().next())
+    }
+
+    async fn observe_klb(&self, klb: &Arc<KuryrLoadBalancer>) -> Result<LbObserved, Error> {
+        if !self.networks.is_synced() {
+            return Err(Error::NotSynced);
+        }
+        let name = Self::key(klb);
+        let lb = self.find_lb(klb).await?;
+        let tree = match &lb {
+            Some(lb) if lb.provisioning_status == status::ACTIVE => Some(
+                self.octavia
+                    .status_tree(&lb.id)
+                    .await
+                    .map_err(Self::octavia_err("reading the status tree", &name))?,
+            ),
+            _ => None,
+        };
+        Ok(LbObserved {
+            klb: klb.clone(),
+            deleting: klb.metadata.deletion_timestamp.is_some(),
+            has_finalizer: klb.finalizers().iter().any(|f| f == KURYRLB_FINALIZER),
+            lb,
+            tree,
+            desired: desired::desired(klb, &self.settings, self.octavia.version(), &self.subnets()),
+            status: klb.status.clone().unwrap_or_default(),
+        })
+    }
+
+    /// After a write: waits up to [`SETTLE_WAIT`] for the load balancer to leave `PENDING_*`,
+    /// then plans again from a fresh observation; still busy: look again later.
+    async fn settle(&self, klb: &KuryrLoadBalancer, lb_id: &str) -> Result<Flow<LbObserved>, Error> {
+        let name = Self::key(klb);
+        let started = tokio::time::Instant::now();
+        let mut poll = SETTLE_POLL;
+        loop {
+            tokio::time::sleep(poll).await;
+            poll = (poll * 2).min(SETTLE_POLL_MAX);
+            let lb = match self.octavia.get_load_balancer(lb_id).await {
+                Ok(lb) => lb,
+                Err(e) if e.is_not_found() => break,
+                Err(e) => return Err(Self::octavia_err("waiting for the load balancer", &name)(e)),
+            };
+            if !status::is_pending(&lb.provisioning_status) {
+                break;
+            }
+            if started.elapsed() >= SETTLE_WAIT {
+                return Ok(Flow::Stop(Then::Requeue(PENDING_POLL)));
+            }
+        }
+        let fresh = Arc::new(self.live_klb(klb).await?);
+        Ok(Flow::Replan(self.observe_klb(&fresh).await?))
+    }
+
+    async fn live_klb(&self, klb: &KuryrLoadBalancer) -> Result<KuryrLoadBalancer, Error> {
+        let api: Api<KuryrLoadBalancer> =
+            Api::namespaced(self.client.clone(), &klb.namespace().unwrap_or_default());
+        api.get(&klb.name_any()).await.map_err(|source| Error::Kube {
+            what: "reading",
+            klb: Self::key(klb),
+            source,
+        })
+    }
+
+    async fn patch_status(
+        &self,
+        klb: &KuryrLoadBalancer,
+        st: &kuryr_types::KuryrLoadBalancerStatus,
+    ) -> Result<(), Error> {
+        let api: Api<KuryrLoadBalancer> =
+            Api::namespaced(self.client.clone(), &klb.namespace().unwrap_or_default());
+        // Upstream's CRD has no status subresource: status is written on the object itself.
+        let p = json!([{"op": "add", "path": "/status", "value": st}]);
+        match api
+            .patch(
+                &klb.name_any(),
+                &PatchParams::default(),
+                &Patch::Json::<()>(serde_json::from_value(p).unwrap_or_default()),
+            )
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if api_code(&e) == Some(404) => Ok(()),
+            Err(source) => Err(Error::Kube {
+                what: "writing the status",
+                klb: Self::key(klb),
+                source,
+            }),
+        }
+    }
+
+    fn service_ref(klb: &KuryrLoadBalancer) -> ObjectReference {
+        ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Service".into()),
+            namespace: klb.namespace(),
+            name: Some(klb.name_any()),
+            uid: klb
+                .owner_references()
+                .iter()
+                .find(|o| o.kind == "Service")
+                .map(|o| o.uid.clone()),
+            ..ObjectReference::default()
+        }
+    }
+
+    async fn execute_step(&self, o: &LbObserved, step: Step) -> Result<Flow<LbObserved>, Error> {
+        let klb = o.klb.as_ref();
+        let name = Self::key(klb);
+        let ns = klb.namespace().unwrap_or_default();
+        let api: Api<KuryrLoadBalancer> = Api::namespaced(self.client.clone(), &ns);
+        let kerr = |what: &'static str| {
+            let klb = name.clone();
+            move |source| Error::Kube { what, klb, source }
+        };
+        match step {
+            Step::AddFinalizer => {
+                finalizer::add(&api, klb, KURYRLB_FINALIZER)
+                    .await
+                    .map_err(kerr("adding the finalizer"))?;
+                let mut next = o.clone();
+                next.has_finalizer = true;
+                Ok(Flow::Replan(next))
+            }
+            Step::CreateLb => {
+                let Ok(d) = &o.desired else {
+                    return Ok(Flow::Stop(Then::AwaitChange));
+                };
+                let body = LbCreate {
+                    name: d.name.clone(),
+                    description: format!("kuryr-rs: Service {}", d.name),
+                    project_id: d.project_id.clone(),
+                    vip_subnet_id: d.subnet_id.clone(),
+                    vip_address: Some(d.vip.clone()),
+                    provider: d.provider.clone(),
+                    tags: self.settings.tags.clone(),
+                };
+                let lb = self
+                    .octavia
+                    .create_load_balancer(&body)
+                    .await
+                    .map_err(Self::octavia_err("creating the load balancer", &name))?;
+                info!(lb = %name, id = %lb.id, vip = %lb.vip_address, provider = %lb.provider, "load balancer created");
+                // Recorded at once: a controller killed now finds it by ID (and by name anyway).
+                let mut st = o.status.clone();
+                st.loadbalancer = Some(plan::lb_record(&lb, &o.status));
+                self.patch_status(klb, &st).await?;
+                let _ = self
+                    .events
+                    .normal(
+                        &Self::service_ref(klb),
+                        "KuryrEnsureLB",
+                        format!("Creating load balancer {name}"),
+                        "Create",
+                    )
+                    .await;
+                self.settle(klb, &lb.id).await
+            }
+            Step::DeleteLb { id, reason } => {
+                self.octavia
+                    .delete_load_balancer(&id)
+                    .await
+                    .map_err(Self::octavia_err("deleting the load balancer", &name))?;
+                info!(lb = %name, %id, reason, "load balancer deleted");
+                if o.deleting {
+                    let mut next = o.clone();
+                    if let Some(lb) = next.lb.as_mut() {
+                        lb.provisioning_status = status::PENDING_DELETE.into();
+                    }
+                    return Ok(Flow::Replan(next));
+                }
+                self.events
+                    .warning(
+                        &Self::service_ref(klb),
+                        "KuryrEnsureLBError",
+                        reason.to_string(),
+                        "Recreate",
+                    )
+                    .await;
+                Ok(Flow::Stop(Then::Requeue(PENDING_POLL)))
+            }
+            Step::DeleteListener {
+                id,
+                pool_id,
+                name: lname,
+            } => {
+                let lb_id = o.lb.as_ref().map(|l| l.id.clone()).unwrap_or_default();
+                if let Some(pool) = pool_id {
+                    self.octavia
+                        .delete_pool(&pool)
+                        .await
+                        .map_err(Self::octavia_err("deleting a pool", &name))?;
+                    return self.settle(klb, &lb_id).await;
+                }
+                self.octavia
+                    .delete_listener(&id)
+                    .await
+                    .map_err(Self::octavia_err("deleting a listener", &name))?;
+                info!(lb = %name, listener = %lname, "listener deleted");
+                self.settle(klb, &lb_id).await
+            }
+            Step::CreateListener(d) => {
+                let Some(lb) = &o.lb else {
+                    return Ok(Flow::Stop(Then::Requeue(PENDING_POLL)));
+                };
+                let want = o.desired.as_ref().ok();
+                let body = ListenerCreate {
+                    loadbalancer_id: lb.id.clone(),
+                    name: d.name.clone(),
+                    protocol: d.protocol.clone(),
+                    protocol_port: d.port,
+                    timeout_client_data: want.and_then(|w| w.timeout_client_data),
+                    timeout_member_data: want.and_then(|w| w.timeout_member_data),
+                    allowed_cidrs: None,
+                    tags: self.settings.tags.clone(),
+                };
+                self.octavia
+                    .create_listener(&body)
+                    .await
+                    .map_err(Self::octavia_err("creating a listener", &name))?;
+                info!(lb = %name, listener = %d.name, "listener created");
+                self.settle(klb, &lb.id).await
+            }
+            Step::CreatePool {
+                listener_id,
+                listener,
+            } => {
+                let lb_id = o.lb.as_ref().map(|l| l.id.clone()).unwrap_or_default();
+                let algorithm = o
+                    .desired
+                    .as_ref()
+                    .map(|d| d.lb_algorithm.clone())
+                    .unwrap_or_default();
+                let body = PoolCreate {
+                    listener_id,
+                    name: listener.name.clone(),
+                    protocol: listener.protocol.clone(),
+                    lb_algorithm: algorithm,
+                    source_ip_persistence: false,
+                    tags: self.settings.tags.clone(),
+                };
+                self.octavia
+                    .create_pool(&body)
+                    .await
+                    .map_err(Self::octavia_err("creating a pool", &name))?;
+                self.settle(klb, &lb_id).await
+            }
+            Step::ReplaceMembers {
+                pool_id,
+                pool_name,
+                members,
+            } => {
+                let lb_id = o.lb.as_ref().map(|l| l.id.clone()).unwrap_or_default();
+                self.octavia
+                    .replace_members(&pool_id, &members)
+                    .await
+                    .map_err(Self::octavia_err("updating members", &name))?;
+                info!(lb = %name, pool = %pool_name, members = members.len(), "members updated");
+                self.settle(klb, &lb_id).await
+            }
+            Step::WriteStatus(st) => {
+                self.patch_status(klb, &st).await?;
+                if o.status.listeners.is_none() {
+                    self.events
+                        .normal(
+                            &Self::service_ref(klb),
+                            "KuryrEnsuredLB",
+                            format!("Load balancer {name} is ready"),
+                            "Create",
+                        )
+                        .await;
+                }
+                Ok(Flow::Next)
+            }
+            Step::WarnUnsupported(what) => {
+                for w in what {
+                    self.events
+                        .warning(
+                            &Self::service_ref(klb),
+                            "KuryrUnsupportedLBOption",
+                            format!("not applied: {w}"),
+                            "Create",
+                        )
+                        .await;
+                }
+                Ok(Flow::Next)
+            }
+            Step::ReleaseFinalizers => {
+                let svcs: Api<Service> = Api::namespaced(self.client.clone(), &ns);
+                match svcs.get_opt(&klb.name_any()).await {
+                    Ok(Some(svc)) => finalizer::remove(&svcs, &svc, SERVICE_FINALIZER)
+                        .await
+                        .map_err(kerr("removing the Service finalizer"))?,
+                    Ok(None) => {}
+                    Err(source) => {
+                        return Err(Error::Kube {
+                            what: "reading the Service",
+                            klb: name,
+                            source,
+                        });
+                    }
+                }
+                finalizer::remove(&api, klb, KURYRLB_FINALIZER)
+                    .await
+                    .map_err(kerr("removing the finalizer"))?;
+                info!(lb = %name, "load balancer released");
+                Ok(Flow::Stop(Then::AwaitChange))
+            }
+        }
+    }
+}
+
+impl Handler for KlbHandler {
+    type Object = KuryrLoadBalancer;
+    type Observed = LbObserved;
+    type Step = Step;
+    type Error = Error;
+    const NAME: &'static str = HANDLER;
+
+    async fn observe(&self, klb: &Arc<KuryrLoadBalancer>, _live: bool) -> Result<LbObserved, Error> {
+        self.observe_klb(klb).await
+    }
+
+    fn plan(&self, o: &LbObserved) -> Plan<Step> {
+        plan::plan(o)
+    }
+
+    async fn execute(&self, o: &LbObserved, step: Step) -> Result<Flow<LbObserved>, Error> {
+        self.execute_step(o, step).await
+    }
+
+    fn event_target(&self, obj: &KuryrLoadBalancer) -> ObjectReference {
+        Self::service_ref(obj)
+    }
+}
+
+/// The load-balancer settings from `[octavia_defaults]` and `[neutron_defaults]`.
+pub fn settings(config: &kuryr_config::Config) -> LbSettings {
+    let od = &config.octavia_defaults;
+    let nd = &config.neutron_defaults;
+    let mut tags = nd.resource_tags.clone();
+    if let Some(t) = &nd.cluster_tag
+        && !tags.contains(t)
+    {
+        tags.push(t.clone());
+    }
+    LbSettings {
+        lb_algorithm: if od.lb_algorithm.is_empty() {
+            "ROUND_ROBIN".into()
+        } else {
+            od.lb_algorithm.clone()
+        },
+        member_mode_l2: od.member_mode.eq_ignore_ascii_case("L2"),
+        tags,
+        timeout_client_data: i64::try_from(od.timeout_client_data.as_millis()).unwrap_or(0),
+        timeout_member_data: i64::try_from(od.timeout_member_data.as_millis()).unwrap_or(0),
+    }
+}
+
+/// Runs the handler (what `cli::spawn_handlers` starts): KuryrLoadBalancers, and again when a
+/// KuryrNetwork changes nothing (member subnets come from their cache).
+pub async fn start(ctx: Arc<Context>) {
+    let Some(os) = ctx.openstack.clone() else {
+        error!(handler = HANDLER, "no OpenStack connection");
+        return ctx.health.handler_died(HANDLER);
+    };
+    let Some(octavia) = os.octavia.clone() else {
+        error!(handler = HANDLER, "no Octavia connection");
+        return ctx.health.handler_died(HANDLER);
+    };
+    let networks = match Reflected::spawn(Api::all(ctx.client.clone()), "kuryrnetworks") {
+        Ok(r) => r,
+        Err(e) => {
+            error!(handler = HANDLER, error = %crate::error_chain(&e), "cannot start");
+            return ctx.health.handler_died(HANDLER);
+        }
+    };
+    let mut pod_subnet = None;
+    if let Some(id) = ctx.config.neutron_defaults.pod_subnet.clone() {
+        loop {
+            match os.neutron.get_subnet(&id).await {
+                Ok(s) => {
+                    pod_subnet = Some((s.cidr.clone(), id));
+                    break;
+                }
+                Err(e) if e.is_retryable() => {
+                    warn!(handler = HANDLER, error = %crate::error_chain(&e), "reading the pod subnet; retrying");
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                }
+                Err(e) => {
+                    warn!(handler = HANDLER, error = %crate::error_chain(&e), "pod subnet unreadable: members on it get no subnet");
+                    break;
+                }
+            }
+        }
+    }
+    let handler = Arc::new(KlbHandler {
+        client: ctx.client.clone(),
+        octavia,
+        settings: settings(&ctx.config),
+        networks,
+        pod_subnet,
+        events: ctx.events.clone(),
+    });
+    let controller = Controller::new(
+        Api::<KuryrLoadBalancer>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    );
+    scaffold::run(ctx, handler, controller, async {}, async {}).await;
+}
+
+#[cfg(test)]
+mod tests;

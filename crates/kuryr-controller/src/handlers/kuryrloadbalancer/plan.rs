@@ -1,0 +1,296 @@
+//! The KuryrLoadBalancer plan (pure): from what Octavia has (the load balancer and its status
+//! tree) and what the KLB asks for ([`DesiredLb`]), the ONE next step. Every Octavia write locks
+//! the load balancer, so the handler performs a step, waits for ACTIVE (briefly, never blocking
+//! other Services) and plans again: a state machine whose state is Octavia itself, so a killed
+//! controller resumes from any partial state without duplicates.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kuryr_openstack::octavia::{LoadBalancer, MemberSpec, StatusTree, status};
+use kuryr_types::kuryrloadbalancer as klb;
+
+use super::desired::{DesiredLb, DesiredListener, SpecError};
+use crate::handlers::scaffold::{Plan, Then};
+
+/// How soon to look again at a load balancer that is busy (`PENDING_*`).
+pub const PENDING_POLL: Duration = Duration::from_secs(1);
+
+/// What the plan looks at.
+#[derive(Debug, Clone)]
+pub struct LbObserved {
+    /// The KuryrLoadBalancer.
+    pub klb: Arc<kuryr_types::KuryrLoadBalancer>,
+    /// The KLB is being deleted.
+    pub deleting: bool,
+    /// Finalizers the handler owns are still on the KLB.
+    pub has_finalizer: bool,
+    /// The load balancer (by the ID in status, else found by name: adoption).
+    pub lb: Option<LoadBalancer>,
+    /// Its tree, when the load balancer is ACTIVE.
+    pub tree: Option<StatusTree>,
+    /// What the spec asks for.
+    pub desired: Result<DesiredLb, SpecError>,
+    /// The KLB's status now.
+    pub status: klb::KuryrLoadBalancerStatus,
+}
+
+/// One step.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Put the handler's finalizer on the KLB.
+    AddFinalizer,
+    /// Create the load balancer.
+    CreateLb,
+    /// Delete the load balancer (cascade), for `reason`.
+    DeleteLb {
+        /// Its ID.
+        id: String,
+        /// Why (`ERROR`, provider changed, KLB deleted).
+        reason: &'static str,
+    },
+    /// Delete a listener nothing asks for (and its pool first, Octavia wants that order).
+    DeleteListener {
+        /// Listener ID.
+        id: String,
+        /// Its pool, if any.
+        pool_id: Option<String>,
+        /// Name.
+        name: String,
+    },
+    /// Create a listener.
+    CreateListener(DesiredListener),
+    /// Create the listener's pool.
+    CreatePool {
+        /// Listener ID.
+        listener_id: String,
+        /// The listener (its name and protocol name the pool).
+        listener: DesiredListener,
+    },
+    /// Make the pool's members exactly these (one batch call).
+    ReplaceMembers {
+        /// Pool ID.
+        pool_id: String,
+        /// Pool name.
+        pool_name: String,
+        /// The members.
+        members: Vec<MemberSpec>,
+    },
+    /// Write this status.
+    WriteStatus(Box<klb::KuryrLoadBalancerStatus>),
+    /// Tell the Service what the provider cannot do (Warning Events).
+    WarnUnsupported(Vec<String>),
+    /// Remove the finalizers of the KLB and of its Service.
+    ReleaseFinalizers,
+}
+
+fn one(reason: &'static str, step: Step) -> Plan<Step> {
+    Plan::steps(reason, vec![step], Then::Periodic)
+}
+
+/// The next step for `o` (see the module docs).
+pub fn plan(o: &LbObserved) -> Plan<Step> {
+    if o.deleting {
+        return match &o.lb {
+            Some(lb) if lb.provisioning_status == status::PENDING_DELETE => {
+                one("load balancer being deleted", Step::ReleaseFinalizers)
+            }
+            Some(lb) if status::is_pending(&lb.provisioning_status) => Plan::nothing(
+                "load balancer busy; delete when it settles",
+                Then::Requeue(PENDING_POLL),
+            ),
+            Some(lb) => one(
+                "KuryrLoadBalancer deleted",
+                Step::DeleteLb {
+                    id: lb.id.clone(),
+                    reason: "KuryrLoadBalancer deleted",
+                },
+            ),
+            None if o.has_finalizer => one("no load balancer left", Step::ReleaseFinalizers),
+            None => Plan::nothing("nothing left", Then::AwaitChange),
+        };
+    }
+    if !o.has_finalizer {
+        return one("finalizer first", Step::AddFinalizer);
+    }
+    let want = match &o.desired {
+        Ok(d) => d,
+        Err(_) => return Plan::nothing("spec not complete yet", Then::AwaitChange),
+    };
+    let Some(lb) = &o.lb else {
+        return one("no load balancer", Step::CreateLb);
+    };
+    let ps = lb.provisioning_status.as_str();
+    if ps == status::PENDING_DELETE || ps == status::DELETED {
+        return Plan::nothing(
+            "old load balancer still being deleted",
+            Then::Requeue(PENDING_POLL),
+        );
+    }
+    if status::is_pending(ps) {
+        return Plan::nothing("load balancer busy", Then::Requeue(PENDING_POLL));
+    }
+    if ps == status::ERROR {
+        return one(
+            "load balancer in ERROR",
+            Step::DeleteLb {
+                id: lb.id.clone(),
+                reason: "load balancer in ERROR: recreating it",
+            },
+        );
+    }
+    if let Some(p) = &want.provider
+        && !lb.provider.is_empty()
+        && &lb.provider != p
+    {
+        return one(
+            "provider changed",
+            Step::DeleteLb {
+                id: lb.id.clone(),
+                reason: "endpoints_driver_octavia_provider changed: recreating it",
+            },
+        );
+    }
+    let Some(tree) = &o.tree else {
+        return Plan::nothing("status tree not read", Then::Requeue(PENDING_POLL));
+    };
+    let wanted: BTreeMap<&str, &DesiredListener> =
+        want.listeners.iter().map(|l| (l.name.as_str(), l)).collect();
+    // Listeners nothing asks for go first (a port change frees the port for its successor).
+    for l in &tree.listeners {
+        if !wanted.contains_key(l.name.as_str()) {
+            return one(
+                "listener no longer wanted",
+                Step::DeleteListener {
+                    id: l.id.clone(),
+                    pool_id: l.pools.first().map(|p| p.id.clone()),
+                    name: l.name.clone(),
+                },
+            );
+        }
+    }
+    for d in &want.listeners {
+        let Some(l) = tree.listeners.iter().find(|l| l.name == d.name) else {
+            return one("listener missing", Step::CreateListener(d.clone()));
+        };
+        let Some(pool) = l.pools.first() else {
+            return one(
+                "pool missing",
+                Step::CreatePool {
+                    listener_id: l.id.clone(),
+                    listener: d.clone(),
+                },
+            );
+        };
+        let mut have: Vec<(&str, i32, &str)> = pool
+            .members
+            .iter()
+            .map(|m| (m.address.as_str(), m.protocol_port, m.name.as_str()))
+            .collect();
+        have.sort_unstable();
+        let mut wanted_members: Vec<(&str, i32, &str)> = d
+            .members
+            .iter()
+            .map(|m| (m.address.as_str(), m.protocol_port, m.name.as_str()))
+            .collect();
+        wanted_members.sort_unstable();
+        if have != wanted_members {
+            return one(
+                "members differ",
+                Step::ReplaceMembers {
+                    pool_id: pool.id.clone(),
+                    pool_name: d.name.clone(),
+                    members: d.members.clone(),
+                },
+            );
+        }
+    }
+    let st = status_of(lb, tree, want, &o.status);
+    if st != o.status {
+        let mut steps = vec![Step::WriteStatus(Box::new(st))];
+        if !want.unsupported.is_empty() {
+            steps.push(Step::WarnUnsupported(want.unsupported.clone()));
+        }
+        return Plan::steps("load balancer converged; recording it", steps, Then::Periodic);
+    }
+    Plan::nothing("load balancer up to date", Then::Periodic)
+}
+
+/// The status recording `lb` and `tree` (`current`'s floating IP kept).
+pub fn status_of(
+    lb: &LoadBalancer,
+    tree: &StatusTree,
+    want: &DesiredLb,
+    current: &klb::KuryrLoadBalancerStatus,
+) -> klb::KuryrLoadBalancerStatus {
+    let mut listeners = Vec::new();
+    let mut pools = Vec::new();
+    let mut members = Vec::new();
+    for d in &want.listeners {
+        let Some(l) = tree.listeners.iter().find(|l| l.name == d.name) else {
+            continue;
+        };
+        listeners.push(klb::Listener {
+            id: l.id.clone(),
+            loadbalancer_id: lb.id.clone(),
+            name: l.name.clone(),
+            port: d.port,
+            project_id: lb.project_id.clone(),
+            protocol: d.protocol.clone(),
+            timeout_client_data: want.timeout_client_data,
+            timeout_member_data: want.timeout_member_data,
+        });
+        let Some(p) = l.pools.first() else { continue };
+        pools.push(klb::Pool {
+            id: p.id.clone(),
+            listener_id: l.id.clone(),
+            loadbalancer_id: lb.id.clone(),
+            name: d.name.clone(),
+            project_id: lb.project_id.clone(),
+            protocol: d.protocol.clone(),
+        });
+        for m in &p.members {
+            let subnet = d
+                .members
+                .iter()
+                .find(|w| w.address == m.address && w.protocol_port == m.protocol_port)
+                .and_then(|w| w.subnet_id.clone())
+                .unwrap_or_else(|| lb.vip_subnet_id.clone());
+            members.push(klb::Member {
+                id: m.id.clone(),
+                ip: m.address.clone(),
+                name: m.name.clone(),
+                pool_id: p.id.clone(),
+                port: m.protocol_port,
+                project_id: lb.project_id.clone(),
+                subnet_id: subnet,
+            });
+        }
+    }
+    klb::KuryrLoadBalancerStatus {
+        loadbalancer: Some(lb_record(lb, current)),
+        listeners: Some(listeners),
+        pools: Some(pools),
+        members: Some(members),
+        service_pub_ip_info: current.service_pub_ip_info.clone(),
+    }
+}
+
+/// `status.loadbalancer` for `lb` (security groups kept from `current`).
+pub fn lb_record(lb: &LoadBalancer, current: &klb::KuryrLoadBalancerStatus) -> klb::LoadBalancer {
+    klb::LoadBalancer {
+        id: lb.id.clone(),
+        ip: lb.vip_address.clone(),
+        name: lb.name.clone(),
+        port_id: lb.vip_port_id.clone(),
+        project_id: lb.project_id.clone(),
+        provider: lb.provider.clone(),
+        security_groups: current
+            .loadbalancer
+            .as_ref()
+            .map(|l| l.security_groups.clone())
+            .unwrap_or_default(),
+        subnet_id: lb.vip_subnet_id.clone(),
+    }
+}

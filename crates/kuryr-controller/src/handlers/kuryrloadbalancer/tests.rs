@@ -1,0 +1,476 @@
+//! Unit tests of the KuryrLoadBalancer plan: spec → desired load balancer, and every partial
+//! Octavia state → the next step (no I/O). A small loop applies the steps to `FakeOctavia` to
+//! show that any partial state converges without duplicates.
+
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kuryr_openstack::octavia::fake::FakeOctavia;
+use kuryr_openstack::octavia::{
+    ApiVersion, LbCreate, LbFilter, ListenerCreate, Octavia, PoolCreate, StatusTree, status,
+};
+use kuryr_types::kuryrloadbalancer::{self as k, KuryrLoadBalancerSpec};
+use kuryr_types::{KuryrLoadBalancer, constants::KURYRLB_FINALIZER};
+
+use super::desired::{LbSettings, SubnetMap, desired, listener_name};
+use super::plan::{LbObserved, Step, plan, status_of};
+
+fn slice(pod_ips: &[(&str, &str, Option<bool>)], ports: &[(Option<&str>, i32, &str)]) -> k::EndpointSlice {
+    k::EndpointSlice {
+        endpoints: Some(
+            pod_ips
+                .iter()
+                .map(|(pod, ip, ready)| k::Endpoint {
+                    addresses: Some(vec![ip.to_string()]),
+                    conditions: Some(k::EndpointConditions { ready: *ready }),
+                    target_ref: Some(k::TargetRef {
+                        kind: Some("Pod".into()),
+                        name: Some(pod.to_string()),
+                        namespace: Some("ns".into()),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+                .collect(),
+        ),
+        ports: Some(
+            ports
+                .iter()
+                .map(|(n, p, proto)| k::EndpointPort {
+                    name: n.map(str::to_string),
+                    port: Some(*p),
+                    protocol: Some(proto.to_string()),
+                })
+                .collect(),
+        ),
+    }
+}
+
+fn klb(ports: &[(Option<&str>, i32, &str)], slices: Vec<k::EndpointSlice>) -> KuryrLoadBalancer {
+    let mut klb = KuryrLoadBalancer::new(
+        "svc",
+        KuryrLoadBalancerSpec {
+            ip: Some("10.96.0.10".into()),
+            subnet_id: Some("svc-subnet".into()),
+            project_id: Some("proj".into()),
+            provider: Some("ovn".into()),
+            ports: Some(
+                ports
+                    .iter()
+                    .map(|(n, p, proto)| k::LbPort {
+                        name: n.map(str::to_string),
+                        port: *p,
+                        protocol: proto.to_string(),
+                        target_port: "8080".into(),
+                    })
+                    .collect(),
+            ),
+            endpoint_slices: Some(slices),
+            ..Default::default()
+        },
+    );
+    klb.metadata.namespace = Some("ns".into());
+    klb.metadata.finalizers = Some(vec![KURYRLB_FINALIZER.into()]);
+    klb
+}
+
+fn settings() -> LbSettings {
+    LbSettings {
+        lb_algorithm: "ROUND_ROBIN".into(),
+        member_mode_l2: true,
+        tags: vec!["k8s-cluster".into()],
+        timeout_client_data: 0,
+        timeout_member_data: 0,
+    }
+}
+
+fn subnets() -> SubnetMap {
+    let mut m = SubnetMap::default();
+    m.add("10.0.0.0/16", "wide");
+    m.add("10.0.1.0/24", "ns-subnet");
+    m.add("garbage", "x");
+    m
+}
+
+const V: ApiVersion = ApiVersion { minor: 26 };
+
+#[test]
+fn desired_names_members_and_ovn_constraints() {
+    let k = klb(
+        &[(Some("http"), 80, "TCP"), (Some("dns"), 53, "UDP")],
+        vec![slice(
+            &[
+                ("a", "10.0.1.5", Some(true)),
+                ("b", "10.0.2.6", None),
+                ("c", "10.0.1.7", Some(false)),
+            ],
+            &[(Some("http"), 8080, "TCP"), (Some("dns"), 5353, "UDP")],
+        )],
+    );
+    let mut s = settings();
+    s.timeout_client_data = 50_000;
+    let d = desired(&k, &s, V, &subnets()).expect("complete spec");
+    assert_eq!(d.name, "ns/svc");
+    assert_eq!(d.lb_algorithm, "SOURCE_IP_PORT", "ovn only knows SOURCE_IP_PORT");
+    assert_eq!(d.timeout_client_data, None, "ovn has no listener timeouts");
+    assert_eq!(d.unsupported.len(), 1);
+    let names: Vec<&str> = d.listeners.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["ns/svc:TCP:80", "ns/svc:UDP:53"]);
+    let http = &d.listeners[0];
+    // Not-ready endpoints are left out; unknown readiness counts as ready.
+    let got: Vec<(&str, i32, &str, Option<&str>)> = http
+        .members
+        .iter()
+        .map(|m| {
+            (
+                m.address.as_str(),
+                m.protocol_port,
+                m.name.as_str(),
+                m.subnet_id.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("10.0.1.5", 8080, "ns/a:8080", Some("ns-subnet")),
+            ("10.0.2.6", 8080, "ns/b:8080", Some("wide"))
+        ]
+    );
+    assert_eq!(d.listeners[1].members[0].protocol_port, 5353);
+}
+
+#[test]
+fn unnamed_ports_sctp_and_same_port_gating() {
+    let k = klb(
+        &[(None, 80, "TCP"), (None, 80, "UDP"), (None, 99, "SCTP")],
+        vec![slice(&[("a", "10.0.1.5", Some(true))], &[(None, 8080, "TCP")])],
+    );
+    let d = desired(&k, &settings(), V, &subnets()).expect("spec");
+    assert_eq!(d.listeners.len(), 3);
+    let by = |n: &str| d.listeners.iter().find(|l| l.name == n).map(|l| l.members.len());
+    assert_eq!(
+        by("ns/svc:TCP:80"),
+        Some(1),
+        "unnamed slice port matches the unnamed Service port"
+    );
+    assert_eq!(by("ns/svc:UDP:80"), Some(0), "no UDP port in the slice");
+    let old = desired(&k, &settings(), ApiVersion { minor: 10 }, &subnets()).expect("spec");
+    assert_eq!(old.listeners.len(), 1);
+    assert_eq!(old.unsupported.len(), 2);
+    let mut incomplete = k.clone();
+    incomplete.spec.ip = None;
+    assert!(desired(&incomplete, &settings(), V, &subnets()).is_err());
+}
+
+fn observed(
+    k: &KuryrLoadBalancer,
+    lb: Option<kuryr_openstack::octavia::LoadBalancer>,
+    tree: Option<StatusTree>,
+) -> LbObserved {
+    LbObserved {
+        klb: Arc::new(k.clone()),
+        deleting: k.metadata.deletion_timestamp.is_some(),
+        has_finalizer: true,
+        lb,
+        tree,
+        desired: desired(k, &settings(), V, &subnets()),
+        status: k.status.clone().unwrap_or_default(),
+    }
+}
+
+fn lb(ps: &str) -> kuryr_openstack::octavia::LoadBalancer {
+    kuryr_openstack::octavia::LoadBalancer {
+        id: "lb1".into(),
+        name: "ns/svc".into(),
+        provider: "ovn".into(),
+        provisioning_status: ps.into(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn every_partial_state_has_one_next_step() {
+    let k = klb(
+        &[(None, 80, "TCP")],
+        vec![slice(&[("a", "10.0.1.5", Some(true))], &[(None, 8080, "TCP")])],
+    );
+    let mut o = observed(&k, None, None);
+    o.has_finalizer = false;
+    assert_eq!(plan(&o).steps, [Step::AddFinalizer]);
+    assert_eq!(plan(&observed(&k, None, None)).steps, [Step::CreateLb]);
+    for busy in ["PENDING_CREATE", "PENDING_UPDATE", "PENDING_DELETE"] {
+        assert!(
+            plan(&observed(&k, Some(lb(busy)), None)).steps.is_empty(),
+            "{busy}"
+        );
+    }
+    assert!(matches!(
+        plan(&observed(&k, Some(lb("ERROR")), None)).steps[..],
+        [Step::DeleteLb { .. }]
+    ));
+    let mut amphora = lb("ACTIVE");
+    amphora.provider = "amphora".into();
+    assert!(matches!(
+        plan(&observed(&k, Some(amphora), Some(StatusTree::default()))).steps[..],
+        [Step::DeleteLb { .. }]
+    ));
+    // ACTIVE, empty: the listener.
+    let empty = StatusTree::default();
+    assert!(matches!(
+        plan(&observed(&k, Some(lb("ACTIVE")), Some(empty))).steps[..],
+        [Step::CreateListener(_)]
+    ));
+    // A listener nothing asks for goes first, with its pool.
+    let stale = StatusTree {
+        listeners: vec![kuryr_openstack::octavia::TreeListener {
+            id: "l-old".into(),
+            name: listener_name("ns/svc", "TCP", 81),
+            pools: vec![kuryr_openstack::octavia::TreePool {
+                id: "p-old".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    assert_eq!(
+        plan(&observed(&k, Some(lb("ACTIVE")), Some(stale))).steps,
+        [Step::DeleteListener {
+            id: "l-old".into(),
+            pool_id: Some("p-old".into()),
+            name: "ns/svc:TCP:81".into()
+        }]
+    );
+}
+
+#[test]
+fn deletion_releases_after_the_load_balancer_is_gone() {
+    let mut k = klb(&[(None, 80, "TCP")], vec![]);
+    k.metadata.deletion_timestamp = Some(Time(Default::default()));
+    assert!(matches!(
+        plan(&observed(&k, Some(lb("ACTIVE")), None)).steps[..],
+        [Step::DeleteLb { .. }]
+    ));
+    assert!(
+        plan(&observed(&k, Some(lb("PENDING_UPDATE")), None))
+            .steps
+            .is_empty()
+    );
+    assert_eq!(
+        plan(&observed(&k, Some(lb("PENDING_DELETE")), None)).steps,
+        [Step::ReleaseFinalizers]
+    );
+    assert_eq!(plan(&observed(&k, None, None)).steps, [Step::ReleaseFinalizers]);
+    let mut o = observed(&k, None, None);
+    o.has_finalizer = false;
+    assert!(plan(&o).steps.is_empty());
+}
+
+/// Applies plan steps straight to the fake (the Octavia half of the handler's `execute`).
+async fn converge(fake: &FakeOctavia, k: &mut KuryrLoadBalancer) -> usize {
+    for round in 0..30 {
+        let name = "ns/svc".to_string();
+        let lb = fake
+            .list_load_balancers(&LbFilter {
+                name: Some(name.clone()),
+                ..Default::default()
+            })
+            .await
+            .expect("list")
+            .into_iter()
+            .next();
+        let tree = match &lb {
+            Some(l) => Some(fake.status_tree(&l.id).await.expect("tree"))
+                .filter(|t| t.provisioning_status == status::ACTIVE),
+            None => None,
+        };
+        let o = observed(k, lb.clone(), tree);
+        let p = plan(&o);
+        let Some(step) = p.steps.into_iter().next() else {
+            if lb
+                .as_ref()
+                .is_some_and(|l| status::is_pending(&l.provisioning_status))
+            {
+                continue;
+            }
+            return round;
+        };
+        let lb_id = lb.map(|l| l.id).unwrap_or_default();
+        match step {
+            Step::CreateLb => {
+                let d = o.desired.as_ref().expect("desired");
+                fake.create_load_balancer(&LbCreate {
+                    name: d.name.clone(),
+                    vip_address: Some(d.vip.clone()),
+                    provider: d.provider.clone(),
+                    ..Default::default()
+                })
+                .await
+                .expect("create");
+            }
+            Step::DeleteLb { id, .. } => fake.delete_load_balancer(&id).await.expect("delete"),
+            Step::DeleteListener { id, pool_id, .. } => match pool_id {
+                Some(p) => fake.delete_pool(&p).await.expect("pool delete"),
+                None => fake.delete_listener(&id).await.expect("listener delete"),
+            },
+            Step::CreateListener(d) => {
+                fake.create_listener(&ListenerCreate {
+                    loadbalancer_id: lb_id,
+                    name: d.name.clone(),
+                    protocol: d.protocol.clone(),
+                    protocol_port: d.port,
+                    ..Default::default()
+                })
+                .await
+                .expect("listener");
+            }
+            Step::CreatePool {
+                listener_id,
+                listener,
+            } => {
+                fake.create_pool(&PoolCreate {
+                    listener_id,
+                    name: listener.name,
+                    protocol: listener.protocol,
+                    lb_algorithm: "SOURCE_IP_PORT".into(),
+                    ..Default::default()
+                })
+                .await
+                .expect("pool");
+            }
+            Step::ReplaceMembers { pool_id, members, .. } => {
+                fake.replace_members(&pool_id, &members).await.expect("members")
+            }
+            Step::WriteStatus(st) => k.status = Some(*st),
+            Step::WarnUnsupported(_) | Step::AddFinalizer | Step::ReleaseFinalizers => {}
+        }
+    }
+    panic!("did not converge in 30 rounds");
+}
+
+#[tokio::test]
+async fn converges_from_scratch_and_after_changes_with_one_batch_per_pool() {
+    let fake = FakeOctavia::new().with_settle_reads(2);
+    let mut k = klb(
+        &[(None, 80, "TCP"), (Some("dns"), 53, "UDP")],
+        vec![slice(
+            &[("a", "10.0.1.5", Some(true)), ("b", "10.0.1.6", Some(true))],
+            &[(None, 8080, "TCP"), (Some("dns"), 5353, "UDP")],
+        )],
+    );
+    converge(&fake, &mut k).await;
+    assert_eq!(fake.load_balancers().len(), 1);
+    assert_eq!(fake.members_of("ns/svc:TCP:80").len(), 2);
+    assert_eq!(
+        fake.calls(kuryr_openstack::ops::MEMBER_BATCH_UPDATE),
+        2,
+        "one batch per pool"
+    );
+    let st = k.status.clone().expect("status written");
+    assert_eq!(st.listeners.as_ref().map(Vec::len), Some(2));
+    assert_eq!(st.members.as_ref().map(Vec::len), Some(4));
+    // Converged: no Octavia write.
+    let writes = fake.writes();
+    converge(&fake, &mut k).await;
+    assert_eq!(fake.writes(), writes);
+    // A backend leaves: one batch call, no other write.
+    k.spec.endpoint_slices = Some(vec![slice(
+        &[("a", "10.0.1.5", Some(true))],
+        &[(None, 8080, "TCP"), (Some("dns"), 5353, "UDP")],
+    )]);
+    converge(&fake, &mut k).await;
+    assert_eq!(fake.writes(), writes + 2);
+    assert_eq!(fake.members_of("ns/svc:TCP:80"), [("10.0.1.5".to_string(), 8080)]);
+    // A port change: the old listener goes (pool first), the new one comes.
+    k.spec.ports = Some(vec![k::LbPort {
+        name: None,
+        port: 81,
+        protocol: "TCP".into(),
+        target_port: "8080".into(),
+    }]);
+    converge(&fake, &mut k).await;
+    assert_eq!(fake.load_balancers().len(), 1);
+    let tree = fake
+        .status_tree(&fake.load_balancers()[0].id)
+        .await
+        .expect("tree");
+    let names: Vec<&str> = tree.listeners.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["ns/svc:TCP:81"]);
+}
+
+#[tokio::test]
+async fn error_state_is_recreated_and_partial_trees_are_completed() {
+    let fake = FakeOctavia::new();
+    let mut k = klb(
+        &[(None, 80, "TCP")],
+        vec![slice(&[("a", "10.0.1.5", Some(true))], &[(None, 8080, "TCP")])],
+    );
+    // A controller killed after the listener: the tree is completed, not duplicated.
+    let lb = fake
+        .create_load_balancer(&LbCreate {
+            name: "ns/svc".into(),
+            provider: Some("ovn".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("lb");
+    fake.create_listener(&ListenerCreate {
+        loadbalancer_id: lb.id.clone(),
+        name: "ns/svc:TCP:80".into(),
+        protocol: "TCP".into(),
+        protocol_port: 80,
+        ..Default::default()
+    })
+    .await
+    .expect("listener");
+    converge(&fake, &mut k).await;
+    assert_eq!(fake.load_balancers().len(), 1);
+    assert_eq!(fake.calls(kuryr_openstack::ops::LISTENER_CREATE), 1);
+    assert_eq!(fake.members_of("ns/svc:TCP:80").len(), 1);
+    // ERROR: deleted and recreated, complete again.
+    fake.set_status(&lb.id, status::ERROR);
+    converge(&fake, &mut k).await;
+    let lbs = fake.load_balancers();
+    assert_eq!(lbs.len(), 1);
+    assert_ne!(lbs[0].id, lb.id);
+    assert_eq!(fake.members_of("ns/svc:TCP:80").len(), 1);
+    let st = k.status.expect("status");
+    assert_eq!(st.loadbalancer.map(|l| l.id), Some(lbs[0].id.clone()));
+}
+
+#[test]
+fn status_records_the_tree() {
+    let k = klb(
+        &[(None, 80, "TCP")],
+        vec![slice(&[("a", "10.0.1.5", Some(true))], &[(None, 8080, "TCP")])],
+    );
+    let d = desired(&k, &settings(), V, &subnets()).expect("spec");
+    let tree = StatusTree {
+        listeners: vec![kuryr_openstack::octavia::TreeListener {
+            id: "l".into(),
+            name: "ns/svc:TCP:80".into(),
+            pools: vec![kuryr_openstack::octavia::TreePool {
+                id: "p".into(),
+                members: vec![kuryr_openstack::octavia::TreeMember {
+                    id: "m".into(),
+                    name: "ns/a:8080".into(),
+                    address: "10.0.1.5".into(),
+                    protocol_port: 8080,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let st = status_of(&lb("ACTIVE"), &tree, &d, &Default::default());
+    let m = &st.members.expect("members")[0];
+    assert_eq!(
+        (m.ip.as_str(), m.port, m.subnet_id.as_str()),
+        ("10.0.1.5", 8080, "ns-subnet")
+    );
+    assert_eq!(st.pools.expect("pools")[0].listener_id, "l");
+    assert_eq!(st.listeners.expect("listeners")[0].port, 80);
+}

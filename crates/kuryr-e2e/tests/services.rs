@@ -1,0 +1,233 @@
+//! Services end to end (issue 13): a cluster with the Service handlers on the sandbox cloud
+//! (Octavia, OVN provider); every claim proven by real connections from inside a pod's network
+//! namespace through the Service's VIP.
+
+mod common;
+
+use std::{collections::BTreeSet, time::Duration};
+
+use common::*;
+use kuryr_e2e::{pods, services as svc};
+
+const NS: &str = "svc-e2e";
+const LB_WAIT: Duration = Duration::from_secs(90);
+
+fn names(answers: &std::collections::BTreeMap<String, usize>) -> BTreeSet<String> {
+    answers.keys().cloned().collect()
+}
+
+/// One cluster, many claims (each cluster up costs a minute on this machine): balancing over
+/// backends on two nodes, hairpin, UDP, member removal and addition, port change, a
+/// selectorless Service with hand-written Endpoints, headless, and deletion leaving nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn services_are_octavia_load_balancers_answering_on_their_vip() {
+    let _crashes = sandbox_guard::CrashGuard::new();
+    let (_dir, cluster) = start(|o| o.services = true);
+    let client = check(&cluster, "client", cluster.client().await);
+    check(&cluster, "namespace", pods::ensure_namespace(&client, NS).await);
+    // Two backends, one per node; names of equal length so answers compare.
+    let ports = [(8080, "TCP"), (5353, "UDP")];
+    let mut keys = Vec::new();
+    for (i, node) in cluster.nodes.iter().enumerate() {
+        let name = format!("web-{i}");
+        check(
+            &cluster,
+            "create pod",
+            pods::create_pod_with_ports(&client, NS, &name, Some(&node.name), &ports).await,
+        );
+        keys.push((NS.to_string(), name));
+    }
+    check(
+        &cluster,
+        "pods Ready",
+        pods::wait_ready(&client, &keys, READY).await,
+    );
+    let vip = check(
+        &cluster,
+        "create service",
+        svc::create_service(
+            &client,
+            NS,
+            "web",
+            &[("http", 80, "TCP", 8080), ("dns", 53, "UDP", 5353)],
+            Some(("app", "kuryr-e2e")),
+            false,
+        )
+        .await,
+    );
+    let t0 = std::time::Instant::now();
+    let lb_id = check(
+        &cluster,
+        "load balancer",
+        svc::wait_members(&client, NS, "web", 4, LB_WAIT).await,
+    );
+    eprintln!(
+        "Service web: VIP {vip}, load balancer {lb_id} ready in {:?}",
+        t0.elapsed()
+    );
+    let views = check(
+        &cluster,
+        "collect",
+        pods::collect(&cluster, &client, &[NS.into()]).await,
+    );
+    let Some(client_pod) = views.iter().find(|v| v.name == "web-0") else {
+        panic!("web-0 not collected: {views:?}");
+    };
+
+    // TCP through the VIP reaches both backends (on two nodes), including the client itself
+    // (hairpin).
+    let answers = svc::tcp_answers(&client_pod.netns, &vip, 80, 24).await;
+    eprintln!("TCP {vip}:80 from {}: {answers:?}", client_pod.name);
+    assert_or_logs(
+        &cluster,
+        names(&answers) == BTreeSet::from(["web-0".to_string(), "web-1".to_string()]),
+        format!("TCP through the VIP should reach web-0 and web-1, got {answers:?}"),
+    );
+    // UDP.
+    let udp = svc::udp_answer(&client_pod.netns, &vip, 53, Duration::from_secs(3)).await;
+    assert_or_logs(
+        &cluster,
+        udp == "web-0" || udp == "web-1",
+        format!("UDP through the VIP: answer {udp:?}"),
+    );
+
+    // A backend deleted: its member goes; only the other answers.
+    check(
+        &cluster,
+        "delete pod",
+        pods::delete_pod(&client, NS, "web-1").await,
+    );
+    check(
+        &cluster,
+        "member removed",
+        svc::wait_members(&client, NS, "web", 2, LB_WAIT).await,
+    );
+    let answers = svc::tcp_answers(&client_pod.netns, &vip, 80, 10).await;
+    assert_or_logs(
+        &cluster,
+        names(&answers) == BTreeSet::from(["web-0".to_string()]),
+        format!("after deleting web-1 only web-0 should answer, got {answers:?}"),
+    );
+    // One created: its member comes.
+    let node1 = cluster.nodes.get(1).map(|n| n.name.clone());
+    check(
+        &cluster,
+        "create pod",
+        pods::create_pod_with_ports(&client, NS, "web-2", node1.as_deref(), &ports).await,
+    );
+    check(
+        &cluster,
+        "pod Ready",
+        pods::wait_ready(&client, &[(NS.into(), "web-2".into())], READY).await,
+    );
+    check(
+        &cluster,
+        "member added",
+        svc::wait_members(&client, NS, "web", 4, LB_WAIT).await,
+    );
+    let answers = svc::tcp_answers(&client_pod.netns, &vip, 80, 24).await;
+    assert_or_logs(
+        &cluster,
+        names(&answers).contains("web-2"),
+        format!("the new backend web-2 should answer, got {answers:?}"),
+    );
+
+    // Port change: 80 → 81 (the listener follows; 80 no longer answers).
+    check(
+        &cluster,
+        "port change",
+        svc::set_service_ports(&client, NS, "web", &[("http", 81, "TCP", 8080)]).await,
+    );
+    let deadline = std::time::Instant::now() + LB_WAIT;
+    loop {
+        let a = svc::tcp_answers(&client_pod.netns, &vip, 81, 1).await;
+        if names(&a).iter().any(|n| n.starts_with("web-")) {
+            break;
+        }
+        assert_or_logs(
+            &cluster,
+            std::time::Instant::now() < deadline,
+            format!("port 81 never answered: {a:?}"),
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let old = svc::tcp_answers(&client_pod.netns, &vip, 80, 1).await;
+    assert_or_logs(
+        &cluster,
+        !names(&old).iter().any(|n| n.starts_with("web-")),
+        format!("port 80 still answers after the change: {old:?}"),
+    );
+
+    // A selectorless Service with hand-written Endpoints (web-0's address).
+    let web0_ip = views
+        .iter()
+        .find(|v| v.name == "web-0")
+        .map(|v| v.pod_ip.clone())
+        .unwrap_or_default();
+    let manual_vip = check(
+        &cluster,
+        "selectorless service",
+        svc::create_service(&client, NS, "manual", &[("http", 80, "TCP", 8080)], None, false).await,
+    );
+    check(
+        &cluster,
+        "endpoints",
+        svc::write_endpoints(&client, NS, "manual", &[&web0_ip], &[("http", 8080, "TCP")]).await,
+    );
+    check(
+        &cluster,
+        "manual lb",
+        svc::wait_members(&client, NS, "manual", 1, LB_WAIT).await,
+    );
+    let a = svc::tcp_answers(&client_pod.netns, &manual_vip, 80, 3).await;
+    assert_or_logs(
+        &cluster,
+        names(&a) == BTreeSet::from(["web-0".to_string()]),
+        format!("selectorless Service should reach web-0, got {a:?}"),
+    );
+
+    // Headless: no load balancer.
+    check(
+        &cluster,
+        "headless service",
+        svc::create_service(
+            &client,
+            NS,
+            "headless",
+            &[("http", 80, "TCP", 8080)],
+            Some(("app", "kuryr-e2e")),
+            true,
+        )
+        .await,
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let k = check(&cluster, "headless klb", svc::klb(&client, NS, "headless").await);
+    assert_or_logs(
+        &cluster,
+        k.is_none(),
+        "a headless Service got a KuryrLoadBalancer".into(),
+    );
+
+    // Deleting the namespace leaves no load balancer of it in Octavia.
+    check(
+        &cluster,
+        "delete namespace",
+        pods::delete_namespace(&client, NS).await,
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let left: Vec<_> = check(&cluster, "octavia", svc::lbs_tagged(&cluster.tag))
+            .into_iter()
+            .filter(|l| l.name.starts_with(&format!("{NS}/")))
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        assert_or_logs(
+            &cluster,
+            std::time::Instant::now() < deadline,
+            format!("load balancers left after deleting the namespace: {left:?}"),
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}

@@ -1,0 +1,235 @@
+//! [`OpenStackOctavia`]: the real [`Octavia`] over openstack_sdk's session (shared with
+//! Neutron's client: one Keystone login), through the same request helper as Neutron's calls.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::Method;
+use openstack_sdk::AsyncOpenStack;
+use openstack_sdk::types::ServiceType;
+use serde_json::{Value, json};
+
+use super::Octavia;
+use super::model::{
+    ApiVersion, LbCreate, LbFilter, Listener, ListenerCreate, LoadBalancer, MemberSpec, PoolCreate,
+    StatusTree,
+};
+use crate::api::BoxFuture;
+use crate::client::{Transport, decode, seg};
+use crate::error::{Error, Result};
+use crate::model::Query;
+use crate::observe::{RequestObserver, ops};
+
+/// The real Octavia client.
+#[derive(Clone)]
+pub struct OpenStackOctavia {
+    transport: Transport,
+    version: ApiVersion,
+}
+
+impl std::fmt::Debug for OpenStackOctavia {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenStackOctavia")
+            .field("version", &self.version)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenStackOctavia {
+    /// Wraps an authenticated session (Neutron's: [`OpenStackNeutron::session`](crate::OpenStackNeutron::session))
+    /// and reads Octavia's version document (one request).
+    pub async fn from_session(
+        session: AsyncOpenStack,
+        request_timeout: Duration,
+        observer: Arc<dyn RequestObserver>,
+    ) -> Result<Self> {
+        let mut c = OpenStackOctavia {
+            transport: Transport::new(session, ServiceType::LoadBalancer, request_timeout, observer),
+            version: ApiVersion::default(),
+        };
+        c.version = c.fetch_version().await?;
+        tracing::info!(version = %c.version, "connected to Octavia");
+        Ok(c)
+    }
+
+    /// The highest `v2.N` of the version document (`CURRENT` and `SUPPORTED` entries).
+    async fn fetch_version(&self) -> Result<ApiVersion> {
+        // The discovered endpoint is `…/v2`; the version document is one level up.
+        let body = self
+            .transport
+            .call(ops::LB_VERSIONS, Method::GET, "../".into(), Query::new(), None)
+            .await?;
+        let v: Value = serde_json::from_slice(&body).map_err(|e| Error::Decode {
+            op: ops::LB_VERSIONS,
+            message: e.to_string(),
+        })?;
+        let best = v
+            .get("versions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.get("id").and_then(Value::as_str).and_then(ApiVersion::parse))
+            .max();
+        best.ok_or_else(|| Error::Decode {
+            op: ops::LB_VERSIONS,
+            message: "no v2.N in Octavia's version document".into(),
+        })
+    }
+
+    async fn delete(&self, op: &'static str, path: String, query: Query) -> Result<()> {
+        match self.transport.call(op, Method::DELETE, path, query, None).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn create_id(&self, op: &'static str, collection: &str, key: &str, body: Value) -> Result<String> {
+        let raw = self
+            .transport
+            .call(
+                op,
+                Method::POST,
+                format!("lbaas/{collection}"),
+                Query::new(),
+                Some(body),
+            )
+            .await?;
+        let v: Value = decode(op, &raw, key)?;
+        v.get("id")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| Error::Decode {
+                op,
+                message: format!("{key} without an id"),
+            })
+    }
+}
+
+impl Octavia for OpenStackOctavia {
+    fn version(&self) -> ApiVersion {
+        self.version
+    }
+
+    fn list_load_balancers<'a>(&'a self, filter: &'a LbFilter) -> BoxFuture<'a, Result<Vec<LoadBalancer>>> {
+        Box::pin(async move {
+            let body = self
+                .transport
+                .call(
+                    ops::LB_LIST,
+                    Method::GET,
+                    "lbaas/loadbalancers".into(),
+                    filter.query(),
+                    None,
+                )
+                .await?;
+            decode(ops::LB_LIST, &body, "loadbalancers")
+        })
+    }
+
+    fn get_load_balancer<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<LoadBalancer>> {
+        Box::pin(async move {
+            let path = format!("lbaas/loadbalancers/{}", seg(id));
+            let body = self
+                .transport
+                .call(ops::LB_GET, Method::GET, path, Query::new(), None)
+                .await?;
+            decode(ops::LB_GET, &body, "loadbalancer")
+        })
+    }
+
+    fn create_load_balancer<'a>(&'a self, lb: &'a LbCreate) -> BoxFuture<'a, Result<LoadBalancer>> {
+        Box::pin(async move {
+            let body = lb.to_json(self.version);
+            let raw = self
+                .transport
+                .call(
+                    ops::LB_CREATE,
+                    Method::POST,
+                    "lbaas/loadbalancers".into(),
+                    Query::new(),
+                    Some(body),
+                )
+                .await?;
+            decode(ops::LB_CREATE, &raw, "loadbalancer")
+        })
+    }
+
+    fn delete_load_balancer<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
+        let path = format!("lbaas/loadbalancers/{}", seg(id));
+        Box::pin(self.delete(ops::LB_DELETE, path, vec![("cascade".into(), "true".into())]))
+    }
+
+    fn status_tree<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<StatusTree>> {
+        Box::pin(async move {
+            let path = format!("lbaas/loadbalancers/{}/status", seg(id));
+            let body = self
+                .transport
+                .call(ops::LB_STATUS, Method::GET, path, Query::new(), None)
+                .await?;
+            let statuses: Value = decode(ops::LB_STATUS, &body, "statuses")?;
+            let lb = statuses.get("loadbalancer").cloned().unwrap_or(Value::Null);
+            serde_json::from_value(lb).map_err(|e| Error::Decode {
+                op: ops::LB_STATUS,
+                message: format!("statuses.loadbalancer: {e}"),
+            })
+        })
+    }
+
+    fn list_listeners<'a>(&'a self, lb_id: &'a str) -> BoxFuture<'a, Result<Vec<Listener>>> {
+        Box::pin(async move {
+            let q = vec![("loadbalancer_id".to_string(), lb_id.to_string())];
+            let body = self
+                .transport
+                .call(ops::LISTENER_LIST, Method::GET, "lbaas/listeners".into(), q, None)
+                .await?;
+            decode(ops::LISTENER_LIST, &body, "listeners")
+        })
+    }
+
+    fn create_listener<'a>(&'a self, l: &'a ListenerCreate) -> BoxFuture<'a, Result<String>> {
+        Box::pin(self.create_id(
+            ops::LISTENER_CREATE,
+            "listeners",
+            "listener",
+            l.to_json(self.version),
+        ))
+    }
+
+    fn delete_listener<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.delete(
+            ops::LISTENER_DELETE,
+            format!("lbaas/listeners/{}", seg(id)),
+            Query::new(),
+        ))
+    }
+
+    fn create_pool<'a>(&'a self, p: &'a PoolCreate) -> BoxFuture<'a, Result<String>> {
+        Box::pin(self.create_id(ops::POOL_CREATE, "pools", "pool", p.to_json(self.version)))
+    }
+
+    fn delete_pool<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.delete(ops::POOL_DELETE, format!("lbaas/pools/{}", seg(id)), Query::new()))
+    }
+
+    fn replace_members<'a>(
+        &'a self,
+        pool_id: &'a str,
+        members: &'a [MemberSpec],
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let items: Vec<Value> = members.iter().map(MemberSpec::to_json).collect();
+            let path = format!("lbaas/pools/{}/members", seg(pool_id));
+            self.transport
+                .call(
+                    ops::MEMBER_BATCH_UPDATE,
+                    Method::PUT,
+                    path,
+                    Query::new(),
+                    Some(json!({ "members": items })),
+                )
+                .await
+                .map(|_| ())
+        })
+    }
+}
