@@ -1,7 +1,8 @@
 //! Prometheus metrics of the controller (`[prometheus_exporter] controller_exporter_port`,
 //! `GET /metrics`): reconcile outcomes per handler, the pod port latency histograms, Neutron
 //! requests by operation, method and outcome (fed through kuryr-openstack's
-//! [`RequestObserver`]), and the size of every port pool.
+//! [`RequestObserver`]; Octavia's requests too, under their own operation names `lb_*`,
+//! `listener_*`, `pool_*`, `member_batch_update`), and the size of every port pool.
 //!
 //! Names are stable (the `bench/pod-burst` harness reads them):
 //! `kuryr_reconcile_total{handler,outcome}`, `kuryr_pod_port_latency_seconds`,
@@ -58,6 +59,13 @@ pub struct NeutronRequestLabels {
 pub struct OperationLabels {
     /// kuryr-openstack operation name.
     pub operation: String,
+}
+
+/// Labels of [`Metrics::load_balancers`].
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProvisioningLabels {
+    /// `ACTIVE`, `PENDING_CREATE`, `ERROR`, …
+    pub provisioning_status: String,
 }
 
 /// Labels of [`Metrics::pool_ports`].
@@ -125,15 +133,31 @@ pub fn method_of(operation: &str) -> &'static str {
         | ops::NETWORK_LIST
         | ops::SUBNET_GET
         | ops::SUBNETPOOL_GET
-        | ops::SUBNET_LIST => "GET",
-        ops::PORT_BULK_CREATE | ops::NETWORK_CREATE | ops::SUBNET_CREATE => "POST",
-        ops::PORT_DELETE | ops::NETWORK_DELETE | ops::SUBNET_DELETE => "DELETE",
+        | ops::SUBNET_LIST
+        | ops::LB_VERSIONS
+        | ops::LB_LIST
+        | ops::LB_GET
+        | ops::LB_STATUS
+        | ops::LISTENER_LIST => "GET",
+        ops::PORT_BULK_CREATE
+        | ops::NETWORK_CREATE
+        | ops::SUBNET_CREATE
+        | ops::LB_CREATE
+        | ops::LISTENER_CREATE
+        | ops::POOL_CREATE => "POST",
+        ops::PORT_DELETE
+        | ops::NETWORK_DELETE
+        | ops::SUBNET_DELETE
+        | ops::LB_DELETE
+        | ops::LISTENER_DELETE
+        | ops::POOL_DELETE => "DELETE",
         ops::PORT_UPDATE
         | ops::PORT_SET_TAGS
         | ops::NETWORK_SET_TAGS
         | ops::SUBNET_SET_TAGS
         | ops::ROUTER_ADD_INTERFACE
-        | ops::ROUTER_REMOVE_INTERFACE => "PUT",
+        | ops::ROUTER_REMOVE_INTERFACE
+        | ops::MEMBER_BATCH_UPDATE => "PUT",
         // Unknown operations count as writes: never under-report writes.
         _ => "OTHER",
     }
@@ -170,8 +194,12 @@ pub struct Metrics {
     pub pod_creation_latency: Histogram,
     /// Upstream's `kuryr_port_readiness`: ports not ACTIVE within the activation timeout.
     pub port_readiness: Counter,
-    /// Upstream's `kuryr_load_balancer_readiness` (Services are not implemented yet: 0).
+    /// Upstream's `kuryr_load_balancer_readiness`: load balancers found in ERROR (each is
+    /// deleted and recreated).
     pub load_balancer_readiness: Counter,
+    /// `kuryr_load_balancers{provisioning_status}`: this cluster's load balancers by Octavia
+    /// provisioning status (the load balancer janitor's last listing).
+    pub load_balancers: Family<ProvisioningLabels, Gauge>,
     /// Upstream's `kuryr_quota_free_count{resource}`: quota limit minus use for
     /// `[neutron_defaults] project` (-1: unlimited).
     pub quota_free: Family<ResourceLabels, Gauge>,
@@ -256,8 +284,14 @@ impl Default for Metrics {
         let load_balancer_readiness = Counter::default();
         registry.register(
             "kuryr_load_balancer_readiness",
-            "Amount of load balancers not ready (Services are not implemented by kuryr-rs yet)",
+            "Amount of load balancers not ready (found in ERROR, then recreated)",
             load_balancer_readiness.clone(),
+        );
+        let load_balancers = Family::<ProvisioningLabels, Gauge>::default();
+        registry.register(
+            "kuryr_load_balancers",
+            "This cluster's Octavia load balancers by provisioning status (not ACTIVE: being written, or failed)",
+            load_balancers.clone(),
         );
         let quota_free = Family::<ResourceLabels, Gauge>::default();
         registry.register(
@@ -276,6 +310,7 @@ impl Default for Metrics {
             pod_creation_latency,
             port_readiness,
             load_balancer_readiness,
+            load_balancers,
             quota_free,
             port_quota_per_subnet,
             reconciles,
@@ -309,6 +344,31 @@ impl RequestObserver for Metrics {
 }
 
 impl Metrics {
+    /// Replaces `kuryr_load_balancers` with the counts of `statuses` (every known status is
+    /// reset, so a status nobody has any more reads 0).
+    pub fn record_load_balancers<'a>(&self, statuses: impl Iterator<Item = &'a str>) {
+        let mut counts: std::collections::BTreeMap<&str, i64> = [
+            "ACTIVE",
+            "PENDING_CREATE",
+            "PENDING_UPDATE",
+            "PENDING_DELETE",
+            "ERROR",
+        ]
+        .into_iter()
+        .map(|s| (s, 0))
+        .collect();
+        for s in statuses {
+            *counts.entry(s).or_default() += 1;
+        }
+        for (s, n) in counts {
+            self.load_balancers
+                .get_or_create(&ProvisioningLabels {
+                    provisioning_status: s.to_owned(),
+                })
+                .set(n);
+        }
+    }
+
     /// Counts one reconciliation of `handler` ending with `outcome`.
     pub fn reconciled(&self, handler: &str, outcome: &str) {
         self.reconciles

@@ -18,6 +18,7 @@ pub mod probe;
 pub mod report;
 pub mod services;
 pub mod soak;
+pub mod svc_burst;
 pub mod svc_demo;
 
 pub use error::Error;

@@ -257,3 +257,91 @@ pub fn lbs_tagged(tag: &str) -> Result<Vec<OctaviaLb>> {
         detail: e.to_string(),
     })
 }
+
+/// Probes from inside a pod's network namespace without a process per probe: one OS thread
+/// enters the namespace once, and every probe runs on a short-lived thread it starts (born in
+/// the namespace). Cheap enough for a benchmark to probe many VIPs at once on 2 cores.
+pub struct Prober {
+    tx: std::sync::mpsc::Sender<(
+        std::net::SocketAddr,
+        Duration,
+        tokio::sync::oneshot::Sender<String>,
+    )>,
+}
+
+impl Prober {
+    /// A prober in network namespace `netns`.
+    pub fn new(netns: &str) -> Result<Prober> {
+        let (tx, rx) = std::sync::mpsc::channel::<(
+            std::net::SocketAddr,
+            Duration,
+            tokio::sync::oneshot::Sender<String>,
+        )>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let name = netns.to_string();
+        std::thread::spawn(move || {
+            if let Err(e) = crate::soak::enter_netns(&name) {
+                let _ = ready_tx.send(Err(e));
+                return;
+            }
+            let _ = ready_tx.send(Ok(()));
+            for (addr, timeout, reply) in rx {
+                std::thread::spawn(move || {
+                    let _ = reply.send(tcp_once(addr, timeout));
+                });
+            }
+        });
+        let failed = |detail: String| Error::Parse {
+            what: format!("network namespace {netns}"),
+            detail,
+        };
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(Prober { tx }),
+            Ok(Err(detail)) => Err(failed(detail)),
+            Err(_) => Err(failed("prober thread ended".into())),
+        }
+    }
+
+    /// One TCP connection to `ip:port`: the first line answered, or `error: …`.
+    pub async fn tcp(&self, ip: &str, port: u16, timeout: Duration) -> String {
+        let Ok(ip) = ip.parse::<std::net::IpAddr>() else {
+            return format!("error: bad address {ip}");
+        };
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        if self
+            .tx
+            .send((std::net::SocketAddr::new(ip, port), timeout, reply))
+            .is_err()
+        {
+            return "error: prober thread ended".into();
+        }
+        answer
+            .await
+            .unwrap_or_else(|_| "error: probe thread ended".into())
+    }
+}
+
+fn tcp_once(addr: std::net::SocketAddr, timeout: Duration) -> String {
+    use std::io::Read;
+    let mut s = match std::net::TcpStream::connect_timeout(&addr, timeout) {
+        Ok(s) => s,
+        Err(e) => return format!("error: {e}"),
+    };
+    let _ = s.set_read_timeout(Some(timeout));
+    let mut buf = [0u8; 128];
+    let mut got = Vec::new();
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                got.extend_from_slice(&buf[..n]);
+                if got.contains(&b'\n') {
+                    break;
+                }
+            }
+            Err(e) => return format!("error: {e}"),
+        }
+    }
+    let text = String::from_utf8_lossy(&got);
+    text.lines().next().unwrap_or_default().trim().to_string()
+}

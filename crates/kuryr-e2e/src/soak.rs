@@ -274,7 +274,9 @@ fn outage_ranges(secs: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
     out
 }
 
-fn enter_netns(name: &str) -> Result<(), String> {
+/// Moves the calling OS thread into network namespace `name` (/var/run/netns); threads it then
+/// starts are born in it.
+pub(crate) fn enter_netns(name: &str) -> Result<(), String> {
     let path = format!("/var/run/netns/{name}");
     let file = File::open(&path).map_err(|e| format!("open {path}: {e}"))?;
     setns(&file, CloneFlags::CLONE_NEWNET).map_err(|e| format!("setns {path}: {e}"))

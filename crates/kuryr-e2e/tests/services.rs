@@ -83,6 +83,35 @@ async fn services_are_octavia_load_balancers_answering_on_their_vip() {
         names(&answers) == BTreeSet::from(["web-0".to_string(), "web-1".to_string()]),
         format!("TCP through the VIP should reach web-0 and web-1, got {answers:?}"),
     );
+    // kuryrctl lbs: the Service's load balancer, ACTIVE in Octavia, with both members.
+    let out = std::process::Command::new(cluster.bin_dir.join("kuryrctl"))
+        .arg("--kubeconfig")
+        .arg(&cluster.kubeconfig)
+        .arg("--config-file")
+        .arg(&cluster.conf)
+        .args(["lbs", "-o", "json"])
+        .env("HOME", std::env::temp_dir())
+        .output()
+        .expect("kuryrctl");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let rows: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("kuryrctl lbs -o json: {e}: {text}"));
+    let web = format!("{NS}/web");
+    let row = rows["items"]
+        .as_array()
+        .and_then(|a| a.iter().find(|r| r["service"].as_str() == Some(web.as_str())))
+        .cloned()
+        .unwrap_or_default();
+    assert_or_logs(
+        &cluster,
+        row["provisioning"] == "ACTIVE"
+            && row["members"].as_array().map(Vec::len) == Some(4)
+            && row["id"] == lb_id.as_str(),
+        format!(
+            "kuryrctl lbs should show {NS}/web ACTIVE with 4 members (load balancer {lb_id}): row {row}; stderr {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    );
     // UDP.
     let udp = svc::udp_answer(&client_pod.netns, &vip, 53, Duration::from_secs(3)).await;
     assert_or_logs(

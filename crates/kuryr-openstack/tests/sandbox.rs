@@ -654,6 +654,7 @@ async fn octavia_load_balancer_lifecycle_with_batch_members() {
                 vip_address: None,
                 provider: Some("ovn".into()),
                 tags: vec![tag.clone()],
+                listeners: Vec::new(),
             })
             .await?;
         ensure!(
@@ -739,6 +740,45 @@ async fn octavia_load_balancer_lifecycle_with_batch_members() {
         );
         octavia.delete_load_balancer(&lb.id).await?;
         octavia.delete_load_balancer(&lb.id).await?;
+        // Fully populated: the whole tree in ONE write.
+        let full = octavia
+            .create_load_balancer(&LbCreate {
+                name: format!("{name}-full"),
+                description: "kuryr-rs test".into(),
+                project_id: project.clone(),
+                vip_subnet_id: subnet.clone(),
+                vip_address: None,
+                provider: Some("ovn".into()),
+                tags: vec![tag.clone()],
+                listeners: vec![kuryr_openstack::octavia::FullListener {
+                    listener: ListenerCreate {
+                        name: format!("{name}-full:UDP:53"),
+                        protocol: "UDP".into(),
+                        protocol_port: 53,
+                        tags: vec![tag.clone()],
+                        ..Default::default()
+                    },
+                    pool: PoolCreate {
+                        name: format!("{name}-full:UDP:53"),
+                        protocol: "UDP".into(),
+                        lb_algorithm: "SOURCE_IP_PORT".into(),
+                        tags: vec![tag.clone()],
+                        ..Default::default()
+                    },
+                    members: members[..2].to_vec(),
+                }],
+            })
+            .await?;
+        println!(
+            "fully populated load balancer ACTIVE after {:?}",
+            wait_active(full.id.clone()).await?
+        );
+        let tree = octavia.status_tree(&full.id).await?;
+        ensure!(
+            tree.listeners.len() == 1 && tree.listeners[0].pools.first().map(|p| p.members.len()) == Some(2),
+            "fully populated tree: {tree:?}"
+        );
+        octavia.delete_load_balancer(&full.id).await?;
         let missing = octavia.status_tree("00000000-0000-0000-0000-000000000000").await;
         ensure!(
             matches!(missing, Err(Error::NotFound { .. })),

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 #[command(
     name = "kuryrctl",
     version,
-    about = "Inspect kuryr-rs: pod VIFs, namespace networks, Neutron ports and pools, upgrade checks"
+    about = "Inspect kuryr-rs: pod VIFs, namespace networks, Neutron ports and pools, load balancers, upgrade checks"
 )]
 pub struct Cli {
     /// Kubeconfig (default: `$KUBECONFIG`, `~/.kube/config`, in-cluster).
@@ -75,6 +75,18 @@ pub enum Command {
         /// Pool-manager socket (default: `[pool_manager] sock_file`).
         #[arg(long)]
         socket: Option<PathBuf>,
+    },
+    /// Services' load balancers: Service → KuryrLoadBalancer → Octavia (VIP, floating IP,
+    /// provider, listeners, members, provisioning and operating status), and the load
+    /// balancers carrying the cluster's tags that no KuryrLoadBalancer owns (orphans). Exit 1
+    /// when one is missing, not ACTIVE, or orphaned.
+    Lbs {
+        /// Tag of the cluster's resources (as for `ports`).
+        #[arg(long)]
+        cluster_tag: Option<String>,
+        /// Do not ask Octavia, show the CRDs only.
+        #[arg(long)]
+        no_octavia: bool,
     },
     /// Upgrade checks in the spirit of `kuryr-k8s-status upgrade check`: exit 0 (success),
     /// 1 (warnings) or 2 (failures).

@@ -6,6 +6,7 @@
 //! one slow load balancer never holds up another Service's reconcile.
 
 pub mod desired;
+pub mod janitor;
 pub mod plan;
 
 use std::{sync::Arc, time::Duration};
@@ -16,7 +17,7 @@ use kube::{
     api::{Patch, PatchParams},
     runtime::{Controller, watcher},
 };
-use kuryr_openstack::octavia::{LbCreate, LbFilter, ListenerCreate, Octavia, PoolCreate, status};
+use kuryr_openstack::octavia::{LbFilter, ListenerCreate, Octavia, PoolCreate, status};
 use kuryr_types::{
     KuryrLoadBalancer, KuryrNetwork,
     constants::{KURYRLB_FINALIZER, SERVICE_FINALIZER},
@@ -111,6 +112,7 @@ pub struct KlbHandler {
     /// `[neutron_defaults] pod_subnet` as (CIDR, ID), read once at start.
     pod_subnet: Option<(String, String)>,
     events: crate::events::Events,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl KlbHandler {
@@ -309,20 +311,20 @@ impl KlbHandler {
                 let Ok(d) = &o.desired else {
                     return Ok(Flow::Stop(Then::AwaitChange));
                 };
-                let body = LbCreate {
-                    name: d.name.clone(),
-                    description: format!("kuryr-rs: Service {}", d.name),
-                    project_id: d.project_id.clone(),
-                    vip_subnet_id: d.subnet_id.clone(),
-                    vip_address: Some(d.vip.clone()),
-                    provider: d.provider.clone(),
-                    tags: self.settings.tags.clone(),
+                // The whole tree in one call; a provider refusing that gets the load balancer
+                // alone, and the plan adds the rest one step at a time.
+                let full = desired::create_body(d, &self.settings.tags, true);
+                let lb = match self.octavia.create_load_balancer(&full).await {
+                    Ok(lb) => lb,
+                    Err(e) if !full.listeners.is_empty() && refuses_full_create(&e) => {
+                        warn!(lb = %name, error = %e, "fully populated create refused; creating the load balancer alone");
+                        self.octavia
+                            .create_load_balancer(&desired::create_body(d, &self.settings.tags, false))
+                            .await
+                            .map_err(Self::octavia_err("creating the load balancer", &name))?
+                    }
+                    Err(e) => return Err(Self::octavia_err("creating the load balancer", &name)(e)),
                 };
-                let lb = self
-                    .octavia
-                    .create_load_balancer(&body)
-                    .await
-                    .map_err(Self::octavia_err("creating the load balancer", &name))?;
                 info!(lb = %name, id = %lb.id, vip = %lb.vip_address, provider = %lb.provider, "load balancer created");
                 // Recorded at once: a controller killed now finds it by ID (and by name anyway).
                 let mut st = o.status.clone();
@@ -340,6 +342,12 @@ impl KlbHandler {
                 self.settle(klb, &lb.id).await
             }
             Step::DeleteLb { id, reason } => {
+                if o.lb
+                    .as_ref()
+                    .is_some_and(|l| l.provisioning_status == status::ERROR)
+                {
+                    self.metrics.load_balancer_readiness.inc();
+                }
                 self.octavia
                     .delete_load_balancer(&id)
                     .await
@@ -517,6 +525,14 @@ impl Handler for KlbHandler {
     }
 }
 
+/// Whether Octavia (or its provider) refused a fully populated create as such (400, 501).
+fn refuses_full_create(e: &kuryr_openstack::Error) -> bool {
+    matches!(
+        e,
+        kuryr_openstack::Error::BadRequest { .. } | kuryr_openstack::Error::ServerError { status: 501, .. }
+    )
+}
+
 /// The load-balancer settings from `[octavia_defaults]` and `[neutron_defaults]`.
 pub fn settings(config: &kuryr_config::Config) -> LbSettings {
     let od = &config.octavia_defaults;
@@ -584,12 +600,19 @@ pub async fn start(ctx: Arc<Context>) {
         networks,
         pod_subnet,
         events: ctx.events.clone(),
+        metrics: ctx.metrics.clone(),
     });
     let controller = Controller::new(
         Api::<KuryrLoadBalancer>::all(ctx.client.clone()),
         watcher::Config::default(),
     );
-    scaffold::run(ctx, handler, controller, async {}, async {}).await;
+    let janitor = janitor::run(
+        handler.octavia.clone(),
+        handler.settings.tags.clone(),
+        controller.store(),
+        ctx.metrics.clone(),
+    );
+    scaffold::run(ctx, handler, controller, async {}, janitor).await;
 }
 
 #[cfg(test)]

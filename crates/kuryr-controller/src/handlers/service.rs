@@ -10,6 +10,7 @@ pub mod plan;
 use std::{sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::{
     Api, ResourceExt,
     api::{DeleteParams, Patch, PatchParams, PostParams},
@@ -25,6 +26,10 @@ use crate::{Context, drivers::Reflected, finalizer};
 
 /// Name of this handler in `[kubernetes] enabled_handlers` and in metrics.
 pub const HANDLER: &str = "service";
+
+/// How long a new Service with a selector waits for its first EndpointSlice before its KLB is
+/// created without endpoints.
+const SLICE_WAIT_SECS: i64 = 3;
 
 /// How soon to look again when a KLB being deleted must be recreated.
 pub const RECREATE_POLL: Duration = Duration::from_secs(1);
@@ -75,6 +80,7 @@ pub struct SvcHandler {
     client: kube::Client,
     settings: SvcSettings,
     klbs: Reflected<KuryrLoadBalancer>,
+    slices: Reflected<EndpointSlice>,
 }
 
 /// The Service settings from `kuryr.conf`.
@@ -97,7 +103,7 @@ impl Handler for SvcHandler {
     const NAME: &'static str = HANDLER;
 
     async fn observe(&self, svc: &Arc<Service>, live: bool) -> Result<SvcObserved, Error> {
-        if !self.klbs.is_synced() {
+        if !self.klbs.is_synced() || !self.slices.is_synced() {
             return Err(Error::NotSynced);
         }
         let ns = svc.namespace().unwrap_or_default();
@@ -115,9 +121,36 @@ impl Handler for SvcHandler {
                 .get(Some(&ns), &svc.name_any())
                 .map(|k| k.as_ref().clone())
         };
+        let (slices, await_slices) = if klb.is_none() {
+            let all = self.slices.store().state();
+            let mine: Vec<&EndpointSlice> = all
+                .iter()
+                .map(AsRef::as_ref)
+                .filter(|s| s.namespace().as_deref() == Some(ns.as_str()))
+                .filter(|s| s.labels().get(super::endpoints::SERVICE_NAME_LABEL) == Some(&svc.name_any()))
+                .collect();
+            let selector = svc
+                .spec
+                .as_ref()
+                .and_then(|s| s.selector.as_ref())
+                .is_some_and(|m| !m.is_empty());
+            let young = svc
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .is_some_and(|t| jiff::Timestamp::now().duration_since(t.0).as_secs() < SLICE_WAIT_SECS);
+            (
+                super::endpoints::convert::from_slices(&mine),
+                selector && mine.is_empty() && young,
+            )
+        } else {
+            (Vec::new(), false)
+        };
         Ok(SvcObserved {
             svc: svc.as_ref().clone(),
             klb,
+            slices,
+            await_slices,
             settings: self.settings.clone(),
         })
     }
@@ -202,7 +235,13 @@ impl Handler for SvcHandler {
 
 /// Runs the handler: Services, and again when their KLB changes.
 pub async fn start(ctx: Arc<Context>) {
-    let klbs = match Reflected::spawn(Api::all(ctx.client.clone()), "kuryrloadbalancers") {
+    let caches = Reflected::spawn(Api::all(ctx.client.clone()), "kuryrloadbalancers").and_then(|k| {
+        Ok((
+            k,
+            Reflected::spawn(Api::all(ctx.client.clone()), "endpointslices")?,
+        ))
+    });
+    let (klbs, slices) = match caches {
         Ok(r) => r,
         Err(e) => {
             error!(handler = HANDLER, error = %crate::error_chain(&e), "cannot start");
@@ -213,6 +252,7 @@ pub async fn start(ctx: Arc<Context>) {
         client: ctx.client.clone(),
         settings: settings(&ctx.config),
         klbs,
+        slices,
     });
     let client = ctx.client.clone();
     let controller = Controller::new(Api::<Service>::all(client.clone()), watcher::Config::default())

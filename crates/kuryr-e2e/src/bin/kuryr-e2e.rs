@@ -11,6 +11,7 @@
 //!   `soak pods=P rounds=R probes=X unanswered=U daemon_crashes=C` (`sandbox/soak`).
 //! * `kuryr-e2e service-report --namespace a --clients a,b`: a Service over the `app=web` pods
 //!   of `a`, its load balancer, and its VIP probed from every pod of `a` and `b`.
+//! * `kuryr-e2e service-burst --services N --backends M`: `bench/service-burst`'s measurement.
 
 use std::{
     collections::BTreeMap,
@@ -82,6 +83,21 @@ enum Cmd {
         /// Backends expected (pods of the Service).
         #[arg(long, default_value_t = 2)]
         backends: usize,
+    },
+    /// N Services created at once over M backends, measured (bench/service-burst).
+    ServiceBurst {
+        /// Services.
+        #[arg(long, default_value_t = 20)]
+        services: usize,
+        /// Backend pods.
+        #[arg(long, default_value_t = 3)]
+        backends: usize,
+        /// Namespace.
+        #[arg(long, default_value = "service-burst")]
+        namespace: String,
+        /// Seconds each phase may take.
+        #[arg(long, default_value_t = 180)]
+        timeout: u64,
     },
 }
 
@@ -368,6 +384,26 @@ async fn cmd_soak(cluster: &Cluster, a: SoakArgs) -> anyhow::Result<bool> {
     Ok(report.unanswered == 0 && crashes.is_empty() && report.setup_errors.is_empty() && report.rounds > 0)
 }
 
+async fn cmd_service_burst(
+    cluster: &Cluster,
+    services: usize,
+    backends: usize,
+    namespace: String,
+    timeout: u64,
+) -> anyhow::Result<bool> {
+    let client = cluster.client().await?;
+    let cfg = kuryr_e2e::svc_burst::SvcBurstConfig {
+        services,
+        backends,
+        namespace,
+        timeout: Duration::from_secs(timeout),
+    };
+    let r = kuryr_e2e::svc_burst::run(cluster, &client, &cfg).await?;
+    print!("{}", kuryr_e2e::svc_burst::summary(&r));
+    println!("{}", r.machine_line());
+    Ok(r.leaked == 0)
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -407,6 +443,12 @@ async fn main() -> ExitCode {
                 .map_err(anyhow::Error::from),
             Err(e) => Err(e.into()),
         },
+        Cmd::ServiceBurst {
+            services,
+            backends,
+            namespace,
+            timeout,
+        } => cmd_service_burst(&cluster, services, backends, namespace, timeout).await,
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,

@@ -271,12 +271,34 @@ impl Octavia for FakeOctavia {
                     Vec::new()
                 },
             };
+            let mut listeners = Vec::new();
+            for f in &c.listeners {
+                let (lid, pid) = (st.id(), st.id());
+                let members = f.members.iter().map(|m| (st.id(), m.clone())).collect();
+                listeners.push((
+                    Listener {
+                        id: lid,
+                        name: f.listener.name.clone(),
+                        protocol: f.listener.protocol.clone(),
+                        protocol_port: f.listener.protocol_port,
+                        default_pool_id: Some(pid.clone()),
+                        timeout_client_data: f.listener.timeout_client_data,
+                        timeout_member_data: f.listener.timeout_member_data,
+                        allowed_cidrs: f.listener.allowed_cidrs.clone(),
+                    },
+                    Some(FakePool {
+                        id: pid,
+                        name: f.pool.name.clone(),
+                        members,
+                    }),
+                ));
+            }
             st.lbs.insert(
                 id,
                 FakeLb {
                     lb: lb.clone(),
                     pending_reads: settle,
-                    listeners: Vec::new(),
+                    listeners,
                 },
             );
             Ok(lb)

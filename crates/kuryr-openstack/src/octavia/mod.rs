@@ -11,8 +11,8 @@ pub mod model;
 
 pub use client::OpenStackOctavia;
 pub use model::{
-    ApiVersion, LbCreate, LbFilter, Listener, ListenerCreate, LoadBalancer, MemberSpec, PoolCreate,
-    StatusTree, TreeListener, TreeMember, TreePool, status,
+    ApiVersion, FullListener, LbCreate, LbFilter, Listener, ListenerCreate, LoadBalancer, MemberSpec,
+    PoolCreate, StatusTree, TreeListener, TreeMember, TreePool, status,
 };
 
 use crate::api::BoxFuture;

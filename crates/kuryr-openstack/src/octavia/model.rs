@@ -215,6 +215,36 @@ pub struct LbCreate {
     pub provider: Option<String>,
     /// Tags (dropped before 2.5).
     pub tags: Vec<String>,
+    /// The whole tree in the same call ("fully populated" create: one write, one lock cycle,
+    /// instead of one per listener, pool and member set). Empty: the load balancer alone.
+    pub listeners: Vec<FullListener>,
+}
+
+/// A listener of a fully populated create, with its default pool and members.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FullListener {
+    /// The listener (its `loadbalancer_id` is ignored).
+    pub listener: ListenerCreate,
+    /// Its default pool (its `listener_id` is ignored).
+    pub pool: PoolCreate,
+    /// The pool's members.
+    pub members: Vec<MemberSpec>,
+}
+
+impl FullListener {
+    fn to_json(&self, version: ApiVersion) -> Value {
+        let mut l = self.listener.to_json(version)["listener"].take();
+        if let Some(m) = l.as_object_mut() {
+            m.remove("loadbalancer_id");
+        }
+        let mut p = self.pool.to_json(version)["pool"].take();
+        if let Some(m) = p.as_object_mut() {
+            m.remove("listener_id");
+        }
+        p["members"] = Value::Array(self.members.iter().map(MemberSpec::to_json).collect());
+        l["default_pool"] = p;
+        l
+    }
 }
 
 impl LbCreate {
@@ -234,6 +264,9 @@ impl LbCreate {
         }
         if version.tags() && !self.tags.is_empty() {
             lb["tags"] = json!(self.tags);
+        }
+        if !self.listeners.is_empty() {
+            lb["listeners"] = Value::Array(self.listeners.iter().map(|l| l.to_json(version)).collect());
         }
         json!({ "loadbalancer": lb })
     }
@@ -412,6 +445,36 @@ mod tests {
         );
         assert_eq!(l.to_json(new)["listener"]["allowed_cidrs"], json!(["10.0.0.0/8"]));
         assert!(new.sctp() && new.same_port_protocols() && !old.tags());
+        let full = LbCreate {
+            name: "ns/svc".into(),
+            listeners: vec![FullListener {
+                listener: ListenerCreate {
+                    loadbalancer_id: "ignored".into(),
+                    name: "ns/svc:TCP:80".into(),
+                    protocol: "TCP".into(),
+                    protocol_port: 80,
+                    ..ListenerCreate::default()
+                },
+                pool: PoolCreate {
+                    listener_id: "ignored".into(),
+                    name: "ns/svc:TCP:80".into(),
+                    protocol: "TCP".into(),
+                    lb_algorithm: "SOURCE_IP_PORT".into(),
+                    ..PoolCreate::default()
+                },
+                members: vec![MemberSpec {
+                    address: "10.0.0.5".into(),
+                    protocol_port: 8080,
+                    name: "ns/p:8080".into(),
+                    subnet_id: None,
+                }],
+            }],
+            ..LbCreate::default()
+        }
+        .to_json(new);
+        let l = &full["loadbalancer"]["listeners"][0];
+        assert!(l.get("loadbalancer_id").is_none() && l["default_pool"].get("listener_id").is_none());
+        assert_eq!(l["default_pool"]["members"][0]["address"], "10.0.0.5");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The commands: each reads what it needs, decides with [`crate::classify`] and prints with
 //! [`crate::output`]; each returns its exit code.
 
+pub mod lbs;
 pub mod networks;
 pub mod ports;
 pub mod status;
@@ -39,6 +40,10 @@ pub async fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8, Error> {
         Command::Pools { cluster_tag, socket } => {
             ports::run_pools(cli, &client, cluster_tag.as_deref(), socket.as_deref(), out).await
         }
+        Command::Lbs {
+            cluster_tag,
+            no_octavia,
+        } => lbs::run(cli, &client, cluster_tag.as_deref(), *no_octavia, out).await,
         Command::Status => status::run(&client, cli.output, out).await,
     }
 }

@@ -254,3 +254,48 @@ fn members_of(
     out.dedup_by(|a, b| a.address == b.address && a.protocol_port == b.protocol_port);
     out
 }
+
+/// The create body of `d`: the load balancer with its whole tree when `full` (one Octavia
+/// write for a new Service), else the load balancer alone (listeners, pools and members then
+/// follow one step at a time).
+pub fn create_body(d: &DesiredLb, tags: &[String], full: bool) -> kuryr_openstack::octavia::LbCreate {
+    use kuryr_openstack::octavia::{FullListener, LbCreate, ListenerCreate, PoolCreate};
+    let listeners = if full {
+        d.listeners
+            .iter()
+            .map(|l| FullListener {
+                listener: ListenerCreate {
+                    loadbalancer_id: String::new(),
+                    name: l.name.clone(),
+                    protocol: l.protocol.clone(),
+                    protocol_port: l.port,
+                    timeout_client_data: d.timeout_client_data,
+                    timeout_member_data: d.timeout_member_data,
+                    allowed_cidrs: None,
+                    tags: tags.to_vec(),
+                },
+                pool: PoolCreate {
+                    listener_id: String::new(),
+                    name: l.name.clone(),
+                    protocol: l.protocol.clone(),
+                    lb_algorithm: d.lb_algorithm.clone(),
+                    source_ip_persistence: false,
+                    tags: tags.to_vec(),
+                },
+                members: l.members.clone(),
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    LbCreate {
+        name: d.name.clone(),
+        description: format!("kuryr-rs: Service {}", d.name),
+        project_id: d.project_id.clone(),
+        vip_subnet_id: d.subnet_id.clone(),
+        vip_address: Some(d.vip.clone()),
+        provider: d.provider.clone(),
+        tags: tags.to_vec(),
+        listeners,
+    }
+}

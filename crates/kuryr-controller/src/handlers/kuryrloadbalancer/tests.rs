@@ -12,7 +12,7 @@ use kuryr_openstack::octavia::{
 use kuryr_types::kuryrloadbalancer::{self as k, KuryrLoadBalancerSpec};
 use kuryr_types::{KuryrLoadBalancer, constants::KURYRLB_FINALIZER};
 
-use super::desired::{LbSettings, SubnetMap, desired, listener_name};
+use super::desired::{LbSettings, SubnetMap, create_body, desired, listener_name};
 use super::plan::{LbObserved, Step, plan, status_of};
 
 fn slice(pod_ips: &[(&str, &str, Option<bool>)], ports: &[(Option<&str>, i32, &str)]) -> k::EndpointSlice {
@@ -268,7 +268,7 @@ fn deletion_releases_after_the_load_balancer_is_gone() {
 }
 
 /// Applies plan steps straight to the fake (the Octavia half of the handler's `execute`).
-async fn converge(fake: &FakeOctavia, k: &mut KuryrLoadBalancer) -> usize {
+async fn converge(fake: &FakeOctavia, k: &mut KuryrLoadBalancer, full: bool) -> usize {
     for round in 0..30 {
         let name = "ns/svc".to_string();
         let lb = fake
@@ -300,14 +300,9 @@ async fn converge(fake: &FakeOctavia, k: &mut KuryrLoadBalancer) -> usize {
         match step {
             Step::CreateLb => {
                 let d = o.desired.as_ref().expect("desired");
-                fake.create_load_balancer(&LbCreate {
-                    name: d.name.clone(),
-                    vip_address: Some(d.vip.clone()),
-                    provider: d.provider.clone(),
-                    ..Default::default()
-                })
-                .await
-                .expect("create");
+                fake.create_load_balancer(&create_body(d, &[], full))
+                    .await
+                    .expect("create");
             }
             Step::DeleteLb { id, .. } => fake.delete_load_balancer(&id).await.expect("delete"),
             Step::DeleteListener { id, pool_id, .. } => match pool_id {
@@ -359,7 +354,7 @@ async fn converges_from_scratch_and_after_changes_with_one_batch_per_pool() {
             &[(None, 8080, "TCP"), (Some("dns"), 5353, "UDP")],
         )],
     );
-    converge(&fake, &mut k).await;
+    converge(&fake, &mut k, false).await;
     assert_eq!(fake.load_balancers().len(), 1);
     assert_eq!(fake.members_of("ns/svc:TCP:80").len(), 2);
     assert_eq!(
@@ -372,14 +367,14 @@ async fn converges_from_scratch_and_after_changes_with_one_batch_per_pool() {
     assert_eq!(st.members.as_ref().map(Vec::len), Some(4));
     // Converged: no Octavia write.
     let writes = fake.writes();
-    converge(&fake, &mut k).await;
+    converge(&fake, &mut k, false).await;
     assert_eq!(fake.writes(), writes);
     // A backend leaves: one batch call, no other write.
     k.spec.endpoint_slices = Some(vec![slice(
         &[("a", "10.0.1.5", Some(true))],
         &[(None, 8080, "TCP"), (Some("dns"), 5353, "UDP")],
     )]);
-    converge(&fake, &mut k).await;
+    converge(&fake, &mut k, false).await;
     assert_eq!(fake.writes(), writes + 2);
     assert_eq!(fake.members_of("ns/svc:TCP:80"), [("10.0.1.5".to_string(), 8080)]);
     // A port change: the old listener goes (pool first), the new one comes.
@@ -389,7 +384,7 @@ async fn converges_from_scratch_and_after_changes_with_one_batch_per_pool() {
         protocol: "TCP".into(),
         target_port: "8080".into(),
     }]);
-    converge(&fake, &mut k).await;
+    converge(&fake, &mut k, false).await;
     assert_eq!(fake.load_balancers().len(), 1);
     let tree = fake
         .status_tree(&fake.load_balancers()[0].id)
@@ -424,13 +419,13 @@ async fn error_state_is_recreated_and_partial_trees_are_completed() {
     })
     .await
     .expect("listener");
-    converge(&fake, &mut k).await;
+    converge(&fake, &mut k, false).await;
     assert_eq!(fake.load_balancers().len(), 1);
     assert_eq!(fake.calls(kuryr_openstack::ops::LISTENER_CREATE), 1);
     assert_eq!(fake.members_of("ns/svc:TCP:80").len(), 1);
     // ERROR: deleted and recreated, complete again.
     fake.set_status(&lb.id, status::ERROR);
-    converge(&fake, &mut k).await;
+    converge(&fake, &mut k, false).await;
     let lbs = fake.load_balancers();
     assert_eq!(lbs.len(), 1);
     assert_ne!(lbs[0].id, lb.id);
@@ -473,4 +468,21 @@ fn status_records_the_tree() {
     );
     assert_eq!(st.pools.expect("pools")[0].listener_id, "l");
     assert_eq!(st.listeners.expect("listeners")[0].port, 80);
+}
+
+#[tokio::test]
+async fn a_new_service_is_one_octavia_write() {
+    let fake = FakeOctavia::new().with_settle_reads(1);
+    let mut k = klb(
+        &[(None, 80, "TCP"), (Some("dns"), 53, "UDP")],
+        vec![slice(
+            &[("a", "10.0.1.5", Some(true)), ("b", "10.0.1.6", Some(true))],
+            &[(None, 8080, "TCP"), (Some("dns"), 5353, "UDP")],
+        )],
+    );
+    converge(&fake, &mut k, true).await;
+    assert_eq!(fake.writes(), 1, "the whole tree in the create");
+    assert_eq!(fake.members_of("ns/svc:UDP:53").len(), 2);
+    let st = k.status.expect("status");
+    assert_eq!(st.members.map(|m| m.len()), Some(4));
 }

@@ -12,6 +12,9 @@ use kuryr_types::{KuryrLoadBalancer, KuryrLoadBalancerSpec, kuryrloadbalancer::L
 
 use crate::handlers::scaffold::{Plan, Then};
 
+/// How soon to look again while waiting for a new Service's EndpointSlices.
+pub const SLICE_POLL: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Where Services' load balancers go (from `kuryr.conf`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SvcSettings {
@@ -101,6 +104,15 @@ pub struct SvcObserved {
     pub svc: Service,
     /// Its KuryrLoadBalancer (same namespace and name).
     pub klb: Option<KuryrLoadBalancer>,
+    /// Its EndpointSlices as the KLB carries them: written at creation, so that the load
+    /// balancer is created with its members in one Octavia call (the endpoints handler keeps
+    /// them current afterwards).
+    pub slices: Vec<kuryr_types::kuryrloadbalancer::EndpointSlice>,
+    /// The Service has a selector, no EndpointSlice of it exists yet and it is seconds old:
+    /// its slices are about to come (the EndpointSlice controller creates one even without
+    /// pods). Waiting for them a moment lets the load balancer be created with its members in
+    /// one Octavia call instead of two.
+    pub await_slices: bool,
     /// Settings.
     pub settings: SvcSettings,
 }
@@ -155,12 +167,20 @@ pub fn plan(o: &SvcObserved) -> Plan<Step> {
     }
     let want = klb_spec(&o.svc, &o.settings);
     match &o.klb {
-        None => Plan::steps(
-            "no KuryrLoadBalancer",
-            vec![Step::CreateKlb(Box::new(want))],
-            Then::Periodic,
-        )
-        .confirmed_live(),
+        None if o.await_slices => Plan::nothing(
+            "waiting a moment for the EndpointSlices",
+            Then::Requeue(SLICE_POLL),
+        ),
+        None => {
+            let mut spec = want;
+            spec.endpoint_slices = (!o.slices.is_empty()).then(|| o.slices.clone());
+            Plan::steps(
+                "no KuryrLoadBalancer",
+                vec![Step::CreateKlb(Box::new(spec))],
+                Then::Periodic,
+            )
+            .confirmed_live()
+        }
         Some(_) if klb_deleting => Plan::nothing(
             "KuryrLoadBalancer being deleted",
             Then::Requeue(super::RECREATE_POLL),
@@ -234,6 +254,8 @@ mod tests {
         SvcObserved {
             svc: s.clone(),
             klb,
+            slices: vec![Default::default()],
+            await_slices: false,
             settings: settings(),
         }
     }
@@ -299,7 +321,22 @@ mod tests {
         assert_eq!(plan(&obs(&s, None)).steps, [Step::AddFinalizer]);
         s.metadata.finalizers = Some(vec![SERVICE_FINALIZER.into()]);
         let p = plan(&obs(&s, None));
-        assert!(matches!(p.steps[..], [Step::CreateKlb(_)]) && p.confirm_live);
+        assert!(p.confirm_live);
+        match &p.steps[..] {
+            [Step::CreateKlb(spec)] => assert_eq!(
+                spec.endpoint_slices.as_ref().map(Vec::len),
+                Some(1),
+                "created with its slices"
+            ),
+            other => panic!("{other:?}"),
+        }
+        let mut waiting = obs(&s, None);
+        waiting.await_slices = true;
+        assert!(
+            plan(&waiting).steps.is_empty(),
+            "a new Service waits a moment for its slices"
+        );
+        assert_eq!(plan(&waiting).then, Then::Requeue(SLICE_POLL));
         let k = new_klb(&s, klb_spec(&s, &settings()));
         assert!(plan(&obs(&s, Some(k.clone()))).steps.is_empty());
         // Port change: a spec update.
