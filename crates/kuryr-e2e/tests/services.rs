@@ -260,3 +260,96 @@ async fn services_are_octavia_load_balancers_answering_on_their_vip() {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
+
+/// `kill -9` of the controller while 10 Services are being created: after the restart every
+/// Service converges (its VIP answers), and Octavia holds exactly one load balancer per Service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controller_killed_while_services_are_created_converges_without_duplicates() {
+    let _crashes = sandbox_guard::CrashGuard::new();
+    let (_dir, cluster) = start(|o| o.services = true);
+    let client = check(&cluster, "client", cluster.client().await);
+    let ns = "svc-kill";
+    check(&cluster, "namespace", pods::ensure_namespace(&client, ns).await);
+    let mut keys = Vec::new();
+    for (i, node) in cluster.nodes.iter().enumerate() {
+        let name = format!("web-{i}");
+        check(
+            &cluster,
+            "create pod",
+            pods::create_pod(&client, ns, &name, Some(&node.name)).await,
+        );
+        keys.push((ns.to_string(), name));
+    }
+    check(
+        &cluster,
+        "pods Ready",
+        pods::wait_ready(&client, &keys, READY).await,
+    );
+    let mut vips = Vec::new();
+    for i in 0..10 {
+        vips.push(check(
+            &cluster,
+            "create service",
+            svc::create_service(
+                &client,
+                ns,
+                &format!("s{i}"),
+                &[("http", 80, "TCP", 8080)],
+                Some(("app", "kuryr-e2e")),
+                false,
+            )
+            .await,
+        ));
+    }
+    // Mid-creation: the first load balancers are being written.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut recorded = 0;
+    for i in 0..10 {
+        let k = check(&cluster, "klb", svc::klb(&client, ns, &format!("s{i}")).await);
+        recorded += usize::from(k.and_then(|k| k.status).and_then(|s| s.loadbalancer).is_some());
+    }
+    let in_octavia = check(&cluster, "octavia", svc::lbs_tagged(&cluster.tag))
+        .iter()
+        .filter(|l| l.name.starts_with("svc-kill/"))
+        .count();
+    eprintln!(
+        "at the kill: {recorded}/10 KuryrLoadBalancers record a load balancer, {in_octavia} exist in Octavia"
+    );
+    check(
+        &cluster,
+        "kill -9 controller",
+        cluster.restart("controller", true),
+    );
+    for i in 0..10 {
+        check(
+            &cluster,
+            "converged",
+            svc::wait_members(&client, ns, &format!("s{i}"), 2, Duration::from_secs(180)).await,
+        );
+    }
+    let views = check(
+        &cluster,
+        "collect",
+        pods::collect(&cluster, &client, &[ns.into()]).await,
+    );
+    let netns = views.first().map(|v| v.netns.clone()).unwrap_or_default();
+    for vip in &vips {
+        let a = svc::tcp_answers(&netns, vip, 80, 2).await;
+        assert_or_logs(
+            &cluster,
+            a.keys().all(|k| k.starts_with("web-")),
+            format!("VIP {vip} after the restart: {a:?}"),
+        );
+    }
+    let lbs = check(&cluster, "octavia", svc::lbs_tagged(&cluster.tag));
+    let mut per_name: std::collections::BTreeMap<String, usize> = Default::default();
+    for l in lbs.iter().filter(|l| l.name.starts_with("svc-kill/")) {
+        *per_name.entry(l.name.clone()).or_default() += 1;
+    }
+    eprintln!("load balancers per Service after the kill: {per_name:?}");
+    assert_or_logs(
+        &cluster,
+        per_name.len() == 10 && per_name.values().all(|n| *n == 1),
+        format!("expected exactly one load balancer per Service: {per_name:?}"),
+    );
+}
