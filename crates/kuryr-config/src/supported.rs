@@ -231,6 +231,16 @@ impl Checker<'_> {
             .enabled_handlers
             .iter()
             .any(|h| SERVICE_HANDLERS.contains(&h.as_str()) && IMPLEMENTED_HANDLERS.contains(&h.as_str()));
+        let provider = k.endpoints_driver_octavia_provider.as_str();
+        if services && self.config.groups.octavia_defaults.enforce_sg_rules && provider != "ovn" {
+            self.not_in_effect(
+                "octavia_defaults",
+                "enforce_sg_rules",
+                "has no effect yet: kuryr-rs does not copy the backends' security group rules onto load balancer \
+                 VIP ports (that comes with NetworkPolicy); Services stay reachable from everywhere the VIP is"
+                    .into(),
+            );
+        }
         if !services {
             let set: Vec<&'static str> = self
                 .config

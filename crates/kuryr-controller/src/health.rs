@@ -18,6 +18,10 @@ pub struct Health {
     unsynced: AtomicUsize,
     /// Handlers whose loop has ended.
     dead: Mutex<Vec<String>>,
+    /// This cluster's load balancers not ACTIVE at the last janitor pass (`usize::MAX`: not
+    /// known). Reported by `/ready`, never failing it: a broken load balancer is the Service's
+    /// problem, not the controller's.
+    lbs_not_active: AtomicUsize,
 }
 
 impl Health {
@@ -27,6 +31,7 @@ impl Health {
             client,
             unsynced: AtomicUsize::new(watchers),
             dead: Mutex::new(Vec::new()),
+            lbs_not_active: AtomicUsize::new(usize::MAX),
         }
     }
 
@@ -43,6 +48,11 @@ impl Health {
         if let Ok(mut dead) = self.dead.lock() {
             dead.push(handler.to_owned());
         }
+    }
+
+    /// How many of this cluster's load balancers are not ACTIVE (the load balancer janitor).
+    pub fn set_load_balancers_not_active(&self, n: usize) {
+        self.lbs_not_active.store(n, Ordering::SeqCst);
     }
 
     /// Names of the handlers whose loop has ended.
@@ -75,7 +85,10 @@ impl Health {
                 format!("{unsynced} watcher(s) not synced yet."),
             );
         }
-        (StatusCode::OK, "ok".into())
+        match self.lbs_not_active.load(Ordering::SeqCst) {
+            usize::MAX => (StatusCode::OK, "ok".into()),
+            n => (StatusCode::OK, format!("ok ({n} load balancer(s) not ACTIVE)")),
+        }
     }
 
     /// `(status, message)` of `GET /alive`.

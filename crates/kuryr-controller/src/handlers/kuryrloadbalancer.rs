@@ -22,7 +22,6 @@ use kuryr_types::{
     KuryrLoadBalancer, KuryrNetwork,
     constants::{KURYRLB_FINALIZER, SERVICE_FINALIZER},
 };
-use serde_json::json;
 use tracing::{error, info, warn};
 
 use self::desired::{LbSettings, SubnetMap};
@@ -66,6 +65,14 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// The status could not be rendered (a bug; never sent).
+    #[error("rendering the status of {klb}: {message}")]
+    Status {
+        /// KLB namespace/name.
+        klb: String,
+        /// Why.
+        message: String,
+    },
     /// The KuryrNetwork cache has not listed yet (member subnets unknown).
     #[error("KuryrNetworks not listed yet")]
     NotSynced,
@@ -83,11 +90,13 @@ impl HandlerError for Error {
             Error::Octavia { .. } => ErrorKind::Invalid,
             Error::Kube { source, .. } => kube_kind(source),
             Error::NotSynced => ErrorKind::Transient,
+            Error::Status { .. } => ErrorKind::Internal,
         }
     }
 
     fn metric_label(&self) -> &'static str {
         match self {
+            Error::Status { .. } => "status",
             Error::Octavia { .. } => "octavia",
             Error::Kube { .. } => "kubernetes",
             Error::NotSynced => "not_synced",
@@ -254,13 +263,21 @@ impl KlbHandler {
     ) -> Result<(), Error> {
         let api: Api<KuryrLoadBalancer> =
             Api::namespaced(self.client.clone(), &klb.namespace().unwrap_or_default());
-        // Upstream's CRD has no status subresource: status is written on the object itself.
-        let p = json!([{"op": "add", "path": "/status", "value": st}]);
+        // Upstream's CRD has no status subresource: status is written on the object itself,
+        // as one JSON-patch `add` of the whole status (an add replaces an existing member).
+        let value = serde_json::to_value(st).map_err(|e| Error::Status {
+            klb: Self::key(klb),
+            message: e.to_string(),
+        })?;
+        let patch = json_patch::Patch(vec![json_patch::PatchOperation::Add(json_patch::AddOperation {
+            path: json_patch::jsonptr::PointerBuf::from_tokens(["status"]),
+            value,
+        })]);
         match api
             .patch(
                 &klb.name_any(),
                 &PatchParams::default(),
-                &Patch::Json::<()>(serde_json::from_value(p).unwrap_or_default()),
+                &Patch::Json::<()>(patch),
             )
             .await
         {
@@ -611,6 +628,7 @@ pub async fn start(ctx: Arc<Context>) {
         handler.settings.tags.clone(),
         controller.store(),
         ctx.metrics.clone(),
+        ctx.health.clone(),
     );
     scaffold::run(ctx, handler, controller, async {}, janitor).await;
 }

@@ -81,6 +81,26 @@ pub struct SvcHandler {
     settings: SvcSettings,
     klbs: Reflected<KuryrLoadBalancer>,
     slices: Reflected<EndpointSlice>,
+    events: crate::events::Events,
+}
+
+impl SvcHandler {
+    /// `type: LoadBalancer` gets its ClusterIP load balancer but no floating IP yet: say so on
+    /// the Service rather than leave `status.loadBalancer` silently empty.
+    async fn warn_if_load_balancer_type(&self, svc: &Service, spec: &kuryr_types::KuryrLoadBalancerSpec) {
+        if spec.type_.as_deref() == Some("LoadBalancer") {
+            self.events
+                .warning(
+                    &kube::Resource::object_ref(svc, &()),
+                    "KuryrUnsupportedLBOption",
+                    "type LoadBalancer: kuryr-rs does not allocate floating IPs yet; the Service is reachable on its \
+                     ClusterIP (an Octavia load balancer) only"
+                        .into(),
+                    "Create",
+                )
+                .await;
+        }
+    }
 }
 
 /// The Service settings from `kuryr.conf`.
@@ -181,6 +201,7 @@ impl Handler for SvcHandler {
                 return Ok(Flow::Replan(next));
             }
             Step::CreateKlb(spec) => {
+                self.warn_if_load_balancer_type(&o.svc, &spec).await;
                 let klb = plan::new_klb(&o.svc, *spec);
                 match klbs.create(&PostParams::default(), &klb).await {
                     Ok(_) => info!(svc = %key, "KuryrLoadBalancer created"),
@@ -192,7 +213,15 @@ impl Handler for SvcHandler {
                 }
             }
             Step::UpdateKlb(spec) => {
-                let mut v = serde_json::to_value(&*spec).unwrap_or_default();
+                self.warn_if_load_balancer_type(&o.svc, &spec).await;
+                // Never a `spec: null` patch: a spec that does not render is skipped loudly.
+                let mut v = match serde_json::to_value(&*spec) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        error!(svc = %key, error = %e, "KuryrLoadBalancer spec does not render; not updated");
+                        return Ok(Flow::Next);
+                    }
+                };
                 // Unset fields are removed (a merge patch nulls them); endpointSlices are not ours.
                 if let Some(m) = v.as_object_mut() {
                     for k in [
@@ -253,6 +282,7 @@ pub async fn start(ctx: Arc<Context>) {
         settings: settings(&ctx.config),
         klbs,
         slices,
+        events: ctx.events.clone(),
     });
     let client = ctx.client.clone();
     let controller = Controller::new(Api::<Service>::all(client.clone()), watcher::Config::default())

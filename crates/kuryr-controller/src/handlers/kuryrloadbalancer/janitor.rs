@@ -1,7 +1,8 @@
 //! The load balancer janitor: every [`INTERVAL`], this cluster's load balancers (those
 //! carrying every configured tag — without tags ownership cannot be proven and nothing runs)
 //! whose KuryrLoadBalancer is gone, or that duplicate the one their KLB records, are deleted
-//! (cascade). The same listing feeds `kuryr_load_balancers{provisioning_status}`.
+//! (cascade). The same listing feeds `kuryr_load_balancers{provisioning_status}` and the
+//! count of load balancers not ACTIVE that `/ready` reports.
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
@@ -53,14 +54,23 @@ pub fn index(store: &Store<KuryrLoadBalancer>) -> KlbIndex {
         .collect()
 }
 
+/// What a pass found.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct PassReport {
+    /// Deleted load balancers.
+    pub deleted: Vec<String>,
+    /// Load balancers not ACTIVE.
+    pub not_active: usize,
+}
+
 /// One pass: lists this cluster's load balancers, records them by status in `metrics`, and
-/// deletes the orphans. Returns the deleted IDs.
+/// deletes the orphans.
 pub async fn pass(
     octavia: &dyn Octavia,
     tags: &[String],
     klbs: &KlbIndex,
     metrics: &Metrics,
-) -> Result<Vec<String>, kuryr_openstack::Error> {
+) -> Result<PassReport, kuryr_openstack::Error> {
     let lbs = octavia
         .list_load_balancers(&LbFilter {
             tags: tags.to_vec(),
@@ -68,6 +78,10 @@ pub async fn pass(
         })
         .await?;
     metrics.record_load_balancers(lbs.iter().map(|l| l.provisioning_status.as_str()));
+    let not_active = lbs
+        .iter()
+        .filter(|l| l.provisioning_status != status::ACTIVE)
+        .count();
     let found = orphans(&lbs, klbs);
     for id in &found {
         let name = lbs
@@ -78,7 +92,10 @@ pub async fn pass(
         info!(lb = %name, %id, "janitor: deleting a load balancer no KuryrLoadBalancer owns");
         octavia.delete_load_balancer(id).await?;
     }
-    Ok(found)
+    Ok(PassReport {
+        deleted: found,
+        not_active,
+    })
 }
 
 /// Runs [`pass`] every [`INTERVAL`] once `store` has listed (never without tags).
@@ -87,6 +104,7 @@ pub async fn run(
     tags: Vec<String>,
     store: Store<KuryrLoadBalancer>,
     metrics: Arc<Metrics>,
+    health: Arc<crate::health::Health>,
 ) {
     if tags.is_empty() || !octavia.version().tags() {
         warn!(
@@ -99,8 +117,9 @@ pub async fn run(
     }
     loop {
         tokio::time::sleep(INTERVAL).await;
-        if let Err(e) = pass(octavia.as_ref(), &tags, &index(&store), &metrics).await {
-            warn!(error = %crate::error_chain(&e), "load balancer janitor pass failed");
+        match pass(octavia.as_ref(), &tags, &index(&store), &metrics).await {
+            Ok(r) => health.set_load_balancers_not_active(r.not_active),
+            Err(e) => warn!(error = %crate::error_chain(&e), "load balancer janitor pass failed"),
         }
     }
 }
@@ -157,8 +176,9 @@ mod tests {
         .expect("create");
         let metrics = Metrics::default();
         let klbs = KlbIndex::from([("ns/a".to_string(), None)]);
-        let deleted = pass(&fake, &tags, &klbs, &metrics).await.expect("pass");
-        assert_eq!(deleted.len(), 1);
+        let report = pass(&fake, &tags, &klbs, &metrics).await.expect("pass");
+        assert_eq!(report.deleted.len(), 1);
+        assert_eq!(report.not_active, 0);
         let names: Vec<String> = fake.load_balancers().into_iter().map(|l| l.name).collect();
         assert_eq!(names, ["ns/a", "ns/other"]);
         let text = metrics.render().expect("render");
