@@ -584,13 +584,6 @@ pub async fn start(ctx: Arc<Context>) {
         error!(handler = HANDLER, "no Octavia connection");
         return ctx.health.handler_died(HANDLER);
     };
-    let networks = match Reflected::spawn(Api::all(ctx.client.clone()), "kuryrnetworks") {
-        Ok(r) => r,
-        Err(e) => {
-            error!(handler = HANDLER, error = %crate::error_chain(&e), "cannot start");
-            return ctx.health.handler_died(HANDLER);
-        }
-    };
     let mut pod_subnet = None;
     if let Some(id) = ctx.config.neutron_defaults.pod_subnet.clone() {
         loop {
@@ -610,6 +603,19 @@ pub async fn start(ctx: Arc<Context>) {
             }
         }
     }
+    run_with(ctx, octavia, pod_subnet).await;
+}
+
+/// Runs the handler with `octavia` (what [`start`] does once connected; tests give it a fake):
+/// `pod_subnet` is `[neutron_defaults] pod_subnet` as (CIDR, ID).
+pub async fn run_with(ctx: Arc<Context>, octavia: Arc<dyn Octavia>, pod_subnet: Option<(String, String)>) {
+    let networks = match Reflected::spawn(Api::all(ctx.client.clone()), "kuryrnetworks") {
+        Ok(r) => r,
+        Err(e) => {
+            error!(handler = HANDLER, error = %crate::error_chain(&e), "cannot start");
+            return ctx.health.handler_died(HANDLER);
+        }
+    };
     let handler = Arc::new(KlbHandler {
         client: ctx.client.clone(),
         octavia,
