@@ -85,17 +85,15 @@ pub struct SvcHandler {
 }
 
 impl SvcHandler {
-    /// `type: LoadBalancer` gets its ClusterIP load balancer but no floating IP yet: say so on
-    /// the Service rather than leave `status.loadBalancer` silently empty.
-    async fn warn_if_load_balancer_type(&self, svc: &Service, spec: &kuryr_types::KuryrLoadBalancerSpec) {
-        if spec.type_.as_deref() == Some("LoadBalancer") {
+    /// What the Service asks that kuryr-rs does not do yet ([`plan::unsupported`]): one Warning
+    /// Event each, rather than silence.
+    async fn warn_unsupported(&self, svc: &Service) {
+        for what in plan::unsupported(svc) {
             self.events
                 .warning(
                     &kube::Resource::object_ref(svc, &()),
                     "KuryrUnsupportedLBOption",
-                    "type LoadBalancer: kuryr-rs does not allocate floating IPs yet; the Service is reachable on its \
-                     ClusterIP (an Octavia load balancer) only"
-                        .into(),
+                    what.to_string(),
                     "Create",
                 )
                 .await;
@@ -201,7 +199,7 @@ impl Handler for SvcHandler {
                 return Ok(Flow::Replan(next));
             }
             Step::CreateKlb(spec) => {
-                self.warn_if_load_balancer_type(&o.svc, &spec).await;
+                self.warn_unsupported(&o.svc).await;
                 let klb = plan::new_klb(&o.svc, *spec);
                 match klbs.create(&PostParams::default(), &klb).await {
                     Ok(_) => info!(svc = %key, "KuryrLoadBalancer created"),
@@ -213,7 +211,7 @@ impl Handler for SvcHandler {
                 }
             }
             Step::UpdateKlb(spec) => {
-                self.warn_if_load_balancer_type(&o.svc, &spec).await;
+                self.warn_unsupported(&o.svc).await;
                 // Never a `spec: null` patch: a spec that does not render is skipped loudly.
                 let mut v = match serde_json::to_value(&*spec) {
                     Ok(v) => v,

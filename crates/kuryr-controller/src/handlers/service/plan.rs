@@ -50,6 +50,33 @@ pub fn skip_reason(svc: &Service) -> Option<&'static str> {
     None
 }
 
+/// What `svc` asks that kuryr-rs does not do yet (each becomes a Warning Event on the Service).
+pub fn unsupported(svc: &Service) -> Vec<&'static str> {
+    let Some(spec) = svc.spec.as_ref() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if spec.type_.as_deref() == Some("LoadBalancer") {
+        out.push(
+            "type LoadBalancer: kuryr-rs does not allocate floating IPs yet; the Service is reachable on its \
+             ClusterIP (an Octavia load balancer) only",
+        );
+    }
+    if spec
+        .load_balancer_source_ranges
+        .as_ref()
+        .is_some_and(|r| !r.is_empty())
+    {
+        out.push(
+            "loadBalancerSourceRanges: not applied yet (listener allowed_cidrs); every source can connect",
+        );
+    }
+    if spec.session_affinity.as_deref() == Some("ClientIP") {
+        out.push("sessionAffinity ClientIP: not applied yet (pool SOURCE_IP persistence)");
+    }
+    out
+}
+
 fn millis(svc: &Service, key: &str) -> Option<i64> {
     svc.annotations()
         .get(key)
@@ -277,6 +304,20 @@ mod tests {
             .insert(ANNOTATION_LBAAS_SPEC.into(), "{}".into());
         assert!(skip_reason(&legacy).is_some());
         assert_eq!(skip_reason(&svc("10.96.0.9", &[(80, None)])), None);
+    }
+
+    #[test]
+    fn what_is_not_applied_yet_is_named() {
+        let mut s = svc("10.96.0.9", &[(80, None)]);
+        assert!(unsupported(&s).is_empty());
+        if let Some(sp) = s.spec.as_mut() {
+            sp.type_ = Some("LoadBalancer".into());
+            sp.load_balancer_source_ranges = Some(vec!["192.0.2.0/24".into()]);
+            sp.session_affinity = Some("ClientIP".into());
+        }
+        let u = unsupported(&s);
+        assert_eq!(u.len(), 3, "{u:?}");
+        assert!(u[1].starts_with("loadBalancerSourceRanges"));
     }
 
     #[test]
