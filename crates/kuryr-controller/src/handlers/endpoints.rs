@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Endpoints, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::{
     Api, ResourceExt,
-    api::{Patch, PatchParams},
+    api::{ListParams, Patch, PatchParams},
     runtime::{Controller, reflector::ObjectRef, watcher},
 };
 use kuryr_types::{KuryrLoadBalancer, kuryrloadbalancer as k};
@@ -46,7 +46,8 @@ pub struct SetSlices(pub Vec<k::EndpointSlice>);
 /// The plan (pure): only a live KLB whose slices differ is written.
 pub fn plan(o: &EpObserved) -> Plan<SetSlices> {
     let Some(klb) = &o.klb else {
-        return Plan::nothing("no KuryrLoadBalancer yet", Then::AwaitChange);
+        // The cache may lag the KLB's creation, which is what triggered this pass: look live.
+        return Plan::nothing("no KuryrLoadBalancer yet", Then::AwaitChange).confirmed_live();
     };
     if klb.metadata.deletion_timestamp.is_some() {
         return Plan::nothing("KuryrLoadBalancer being deleted", Then::AwaitChange);
@@ -66,7 +67,6 @@ pub fn plan(o: &EpObserved) -> Plan<SetSlices> {
 pub struct EpHandler {
     client: kube::Client,
     klbs: Reflected<KuryrLoadBalancer>,
-    slices: Reflected<EndpointSlice>,
 }
 
 impl Handler for EpHandler {
@@ -76,20 +76,35 @@ impl Handler for EpHandler {
     type Error = Error;
     const NAME: &'static str = HANDLER;
 
-    async fn observe(&self, svc: &Arc<Service>, _live: bool) -> Result<Self::Observed, Error> {
-        if !self.klbs.is_synced() || !self.slices.is_synced() {
+    async fn observe(&self, svc: &Arc<Service>, live: bool) -> Result<Self::Observed, Error> {
+        if !self.klbs.is_synced() {
             return Err(Error::NotSynced);
         }
         let ns = svc.namespace().unwrap_or_default();
         let name = svc.name_any();
-        let klb = self.klbs.get(Some(&ns), &name);
-        let all = self.slices.store().state();
-        let mine: Vec<&EndpointSlice> = all
-            .iter()
-            .map(AsRef::as_ref)
-            .filter(|s| s.namespace().as_deref() == Some(ns.as_str()))
-            .filter(|s| s.labels().get(SERVICE_NAME_LABEL) == Some(&name))
-            .collect();
+        let kerr = |what: &'static str| {
+            let svc = format!("{ns}/{name}");
+            move |source| Error::Kube { what, svc, source }
+        };
+        let klb = if live {
+            Api::<KuryrLoadBalancer>::namespaced(self.client.clone(), &ns)
+                .get_opt(&name)
+                .await
+                .map_err(kerr("reading the KuryrLoadBalancer"))?
+                .map(Arc::new)
+        } else {
+            self.klbs.get(Some(&ns), &name)
+        };
+        // Read live, not from a cache: the change that triggered this pass arrives through the
+        // controller's own watch, and a separate cache may not have it yet — the pass would then
+        // see the old slices, write nothing, and wait for a change that already happened.
+        let lp = ListParams::default().labels(&format!("{SERVICE_NAME_LABEL}={name}"));
+        let listed = Api::<EndpointSlice>::namespaced(self.client.clone(), &ns)
+            .list(&lp)
+            .await
+            .map_err(kerr("listing the EndpointSlices"))?
+            .items;
+        let mine: Vec<&EndpointSlice> = listed.iter().collect();
         let selectorless = svc
             .spec
             .as_ref()
@@ -98,11 +113,7 @@ impl Handler for EpHandler {
             let eps = Api::<Endpoints>::namespaced(self.client.clone(), &ns)
                 .get_opt(&name)
                 .await
-                .map_err(|source| Error::Kube {
-                    what: "reading the Endpoints",
-                    svc: format!("{ns}/{name}"),
-                    source,
-                })?;
+                .map_err(kerr("reading the Endpoints"))?;
             eps.as_ref().map(convert::from_endpoints).unwrap_or_default()
         } else {
             convert::from_slices(&mine)
@@ -136,13 +147,7 @@ impl Handler for EpHandler {
 /// Runs the handler: Services, again when their EndpointSlices, Endpoints or KLB change.
 pub async fn start(ctx: Arc<Context>) {
     let client = ctx.client.clone();
-    let caches = Reflected::spawn(Api::all(client.clone()), "kuryrloadbalancers").and_then(|klbs| {
-        Ok((
-            klbs,
-            Reflected::spawn(Api::all(client.clone()), "endpointslices")?,
-        ))
-    });
-    let (klbs, slices) = match caches {
+    let klbs = match Reflected::spawn(Api::all(client.clone()), "kuryrloadbalancers") {
         Ok(c) => c,
         Err(e) => {
             error!(handler = HANDLER, error = %crate::error_chain(&e), "cannot start");
@@ -152,7 +157,6 @@ pub async fn start(ctx: Arc<Context>) {
     let handler = Arc::new(EpHandler {
         client: client.clone(),
         klbs,
-        slices,
     });
     let to_svc = |ns: Option<String>, name: String| ns.map(|ns| ObjectRef::<Service>::new(&name).within(&ns));
     let controller = Controller::new(Api::<Service>::all(client.clone()), watcher::Config::default())
