@@ -177,14 +177,49 @@ def ensure_topology(net, project_id):
         sg = net.create_security_group(name=f"{TAG}-pod-sg",
                                        description="kuryr sandbox: pods and services of the cluster")
     tagged(net, sg)
+    allow_ingress(net, sg, [POD_POOL_CIDR, SERVICE_SUBNET_CIDR])
+    return dict(pool=pool, pod_net=pod_net, pod_subnet=pod_subnet, svc_net=svc_net,
+                svc_subnet=svc_subnet, router=router, sg=sg)
+
+
+def allow_ingress(net, sg, prefixes):
     have = {(r.direction, r.ether_type, r.protocol, r.remote_ip_prefix)
             for r in net.security_group_rules(security_group_id=sg.id)}
-    for prefix in (POD_POOL_CIDR, SERVICE_SUBNET_CIDR):
+    for prefix in prefixes:
         if ("ingress", "IPv4", None, prefix) not in have:
             net.create_security_group_rule(security_group_id=sg.id, direction="ingress",
                                            ether_type="IPv4", remote_ip_prefix=prefix)
-    return dict(pool=pool, pod_net=pod_net, pod_subnet=pod_subnet, svc_net=svc_net,
-                svc_subnet=svc_subnet, router=router, sg=sg)
+
+
+def ensure_external(admin_net, physnet, cidr, gateway):
+    """The "outside": a flat provider network on `physnet` (bridged to the machine's root
+    namespace by the gateway node's br-ex), router:external, with a subnet for floating IPs.
+    Created by admin (provider attributes); any project may allocate floating IPs on it."""
+    name = f"{TAG}-external"
+    ext = find_one(admin_net.networks(name=name), f"network {name}")
+    if ext is None:
+        log(f"creating external network {name} (flat, physnet {physnet})")
+        ext = admin_net.create_network(name=name, is_router_external=True,
+                                       provider_network_type="flat",
+                                       provider_physical_network=physnet)
+    tagged(admin_net, ext)
+    sname = f"{TAG}-external-subnet"
+    sub = find_one(admin_net.subnets(name=sname, network_id=ext.id), f"subnet {sname}")
+    if sub is None:
+        log(f"creating external subnet {sname} ({cidr}, gateway {gateway})")
+        base = cidr.rsplit(".", 1)[0]
+        sub = admin_net.create_subnet(name=sname, network_id=ext.id, ip_version=4, cidr=cidr,
+                                      gateway_ip=gateway, enable_dhcp=False,
+                                      allocation_pools=[{"start": f"{base}.10", "end": f"{base}.250"}])
+    tagged(admin_net, sub)
+    return ext, sub
+
+
+def ensure_router_gateway(net, router, ext):
+    info = router.external_gateway_info or {}
+    if info.get("network_id") != ext.id:
+        log(f"setting the router's gateway on {ext.name}")
+        net.update_router(router, external_gateway_info={"network_id": ext.id})
 
 
 def wait_agents_alive(admin, chassis, timeout=40):
@@ -234,6 +269,8 @@ pod_subnet = {t['pod_subnet'].id}
 pod_security_groups = {t['sg'].id}
 ovs_bridge = br-int
 service_subnet = {t['svc_subnet'].id}
+external_svc_net = {t['ext_net'].id}
+external_svc_subnet = {t['ext_subnet'].id}
 network_device_mtu = {t['pod_net'].mtu}
 
 [namespace_subnet]
@@ -268,6 +305,10 @@ def topology_env(args, project_id, t, nodes):
         f"SERVICE_SUBNET_CIDR={t['svc_subnet'].cidr}",
         f"SERVICE_CLUSTER_IP_RANGE={SERVICE_CLUSTER_IP_RANGE}",
         f"ROUTER_ID={t['router'].id}",
+        f"EXTERNAL_NETWORK_ID={t['ext_net'].id}",
+        f"EXTERNAL_SUBNET_ID={t['ext_subnet'].id}",
+        f"EXTERNAL_SUBNET_CIDR={t['ext_subnet'].cidr}",
+        f"EXTERNAL_GATEWAY={t['ext_subnet'].gateway_ip}",
         f"POD_SG_ID={t['sg'].id}",
         f"LOCAL_CHASSIS={args.chassis}",
         "LOCAL_OVS_RUNDIR=/var/run/openvswitch",
@@ -295,6 +336,9 @@ def main():
     ap.add_argument("--clouds-yaml", required=True)
     ap.add_argument("--kuryr-conf", required=True)
     ap.add_argument("--topology-env", required=True)
+    ap.add_argument("--external-physnet", required=True)
+    ap.add_argument("--external-cidr", required=True)
+    ap.add_argument("--external-gateway", required=True)
     args = ap.parse_args()
     password = os.environ["SBX_PASSWORD"]
     nodes = args.nodes.split()
@@ -317,6 +361,14 @@ def main():
     log(f"OVN controller agents alive ({', '.join([args.chassis] + nodes)}) after {time.monotonic() - t0:.1f}s")
     kuryr = connect(kuryr_cloud)
     topo = retry(lambda: ensure_topology(kuryr.network, project_id), "topology")
+    ext, ext_subnet = retry(lambda: ensure_external(admin.network, args.external_physnet,
+                                                    args.external_cidr, args.external_gateway),
+                            "external network")
+    retry(lambda: ensure_router_gateway(kuryr.network, topo["router"], ext), "router gateway")
+    # The OVN provider keeps clients' source addresses: LoadBalancer Services' clients on the
+    # outside reach the pods as themselves, so the pods' security group admits the outside.
+    retry(lambda: allow_ingress(kuryr.network, topo["sg"], [ext_subnet.cidr]), "outside ingress rule")
+    topo.update(ext_net=ext, ext_subnet=ext_subnet)
 
     for path, text in ((args.kuryr_conf, kuryr_conf(password, project_id, topo)),
                        (args.topology_env, topology_env(args, project_id, topo, nodes))):

@@ -39,6 +39,14 @@ OVN_RUNDIR_LOCAL=/var/run/ovn
 # Underlay for emulated nodes (exists only in the node namespaces and one Linux bridge).
 SBX_UNDERLAY_BRIDGE=ksbx-underlay
 SBX_UNDERLAY_PREFIX=172.30.0      # node-i gets .(10+i)/24
+# The "outside": a flat provider network (physnet `external`) bridged by the gateway node's
+# br-ex to a veth whose root-namespace end carries the external subnet's gateway address.
+# Floating IPs of LoadBalancer Services come from it and answer from the root namespace.
+SBX_EXTERNAL_PHYSNET=external
+SBX_EXTERNAL_VETH=ksbx-ex         # root-namespace end
+SBX_EXTERNAL_CIDR=172.24.4.0/24
+SBX_EXTERNAL_GATEWAY=172.24.4.1   # on $SBX_EXTERNAL_VETH
+SBX_GATEWAY_NODE=node-1           # the OVN gateway chassis (router gateway ports live there)
 
 export DEBIAN_FRONTEND=noninteractive
 

@@ -138,23 +138,28 @@ pub fn method_of(operation: &str) -> &'static str {
         | ops::LB_LIST
         | ops::LB_GET
         | ops::LB_STATUS
-        | ops::LISTENER_LIST => "GET",
+        | ops::LISTENER_LIST
+        | ops::FLOATINGIP_LIST => "GET",
         ops::PORT_BULK_CREATE
         | ops::NETWORK_CREATE
         | ops::SUBNET_CREATE
         | ops::LB_CREATE
         | ops::LISTENER_CREATE
-        | ops::POOL_CREATE => "POST",
+        | ops::POOL_CREATE
+        | ops::FLOATINGIP_CREATE => "POST",
         ops::PORT_DELETE
         | ops::NETWORK_DELETE
         | ops::SUBNET_DELETE
         | ops::LB_DELETE
         | ops::LISTENER_DELETE
-        | ops::POOL_DELETE => "DELETE",
+        | ops::POOL_DELETE
+        | ops::FLOATINGIP_DELETE => "DELETE",
         ops::PORT_UPDATE
         | ops::PORT_SET_TAGS
         | ops::NETWORK_SET_TAGS
         | ops::SUBNET_SET_TAGS
+        | ops::FLOATINGIP_UPDATE
+        | ops::FLOATINGIP_SET_TAGS
         | ops::ROUTER_ADD_INTERFACE
         | ops::ROUTER_REMOVE_INTERFACE
         | ops::MEMBER_BATCH_UPDATE => "PUT",

@@ -66,7 +66,13 @@ async fn octavia_down_is_retried_with_events_then_converges_and_error_is_recreat
     let fake = Arc::new(FakeOctavia::new().with_settle_reads(2));
     // Octavia unreachable for the first 3 attempts.
     fake.fail_next(ops::LB_LIST, 3, FaultKind::Transport);
-    let handler = tokio::spawn(kuryrloadbalancer::run_with(ctx.clone(), fake.clone(), None));
+    let neutron = Arc::new(kuryr_openstack::fake::FakeNeutron::new());
+    let handler = tokio::spawn(kuryrloadbalancer::run_with(
+        ctx.clone(),
+        fake.clone(),
+        neutron,
+        None,
+    ));
     let klbs: Api<KuryrLoadBalancer> = Api::namespaced(env.client.clone(), NS);
     klbs.create(&PostParams::default(), &klb())
         .await

@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod neutron;
 pub mod pods;
 pub mod probe;
+pub mod public_ip;
 pub mod report;
 pub mod services;
 pub mod soak;

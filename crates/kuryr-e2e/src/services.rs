@@ -171,9 +171,22 @@ pub async fn wait_members(
 /// One TCP connection from `netns` to `ip:port`: the first line answered (a pod name), or
 /// `error: …` (refused, timed out).
 pub async fn tcp_answer(netns: &str, ip: &str, port: u16, timeout: Duration) -> String {
+    tcp_answer_from(Some(netns), ip, port, timeout).await
+}
+
+/// [`tcp_answer`] from `netns`, or from the machine's root namespace (`None`: the sandbox's
+/// outside).
+pub async fn tcp_answer_from(netns: Option<&str>, ip: &str, port: u16, timeout: Duration) -> String {
     let script = "exec 3<>/dev/tcp/$1/$2 && head -n1 <&3";
-    let out = tokio::process::Command::new("ip")
-        .args(["netns", "exec", netns, "timeout"])
+    let mut cmd = match netns {
+        Some(ns) => {
+            let mut c = tokio::process::Command::new("ip");
+            c.args(["netns", "exec", ns, "timeout"]);
+            c
+        }
+        None => tokio::process::Command::new("timeout"),
+    };
+    let out = cmd
         .arg(format!("{}", timeout.as_secs_f64()))
         .args(["bash", "-c", script, "probe", ip])
         .arg(port.to_string())

@@ -353,3 +353,203 @@ async fn controller_killed_while_services_are_created_converges_without_duplicat
         format!("expected exactly one load balancer per Service: {per_name:?}"),
     );
 }
+
+/// `type: LoadBalancer` (issue 13 §4): a floating IP from the external network on the VIP,
+/// shown in the Service's `status.loadBalancer.ingress` and answered by the backends from the
+/// machine's root namespace (the sandbox's outside); released when the type changes back; a
+/// user's `loadBalancerIP` used and kept after the Service is deleted; deleting the namespace
+/// leaves no floating IP or load balancer of kuryr's behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_balancer_services_answer_from_outside_on_a_floating_ip() {
+    use kuryr_e2e::public_ip as pip;
+    const NS: &str = "svc-lb-e2e";
+    let _crashes = sandbox_guard::CrashGuard::new();
+    let (_dir, cluster) = start(|o| o.services = true);
+    let client = check(&cluster, "client", cluster.client().await);
+    check(&cluster, "namespace", pods::ensure_namespace(&client, NS).await);
+    let mut keys = Vec::new();
+    for (i, node) in cluster.nodes.iter().enumerate() {
+        let name = format!("web-{i}");
+        check(
+            &cluster,
+            "create pod",
+            pods::create_pod_with_ports(&client, NS, &name, Some(&node.name), &[(8080, "TCP")]).await,
+        );
+        keys.push((NS.to_string(), name));
+    }
+    check(
+        &cluster,
+        "pods Ready",
+        pods::wait_ready(&client, &keys, READY).await,
+    );
+    let ports = [("http", 80, "TCP", 8080)];
+    let sel = Some(("app", "kuryr-e2e"));
+    check(
+        &cluster,
+        "create service",
+        svc::create_service(&client, NS, "web", &ports, sel, false).await,
+    );
+    check(
+        &cluster,
+        "members",
+        svc::wait_members(&client, NS, "web", 2, LB_WAIT).await,
+    );
+    let ours = |f: &pip::Fip| f.tags.contains(&cluster.tag);
+
+    // ClusterIP → LoadBalancer: a floating IP, answered from outside by both backends.
+    let t0 = std::time::Instant::now();
+    check(
+        &cluster,
+        "type LoadBalancer",
+        pip::set_service_type(&client, NS, "web", "LoadBalancer", None).await,
+    );
+    let fip = check(
+        &cluster,
+        "ingress",
+        pip::wait_ingress(&client, NS, "web", false, LB_WAIT).await,
+    );
+    let first = pip::outside_tcp_until_answered(&fip, 80, Duration::from_secs(30)).await;
+    eprintln!(
+        "LoadBalancer web: floating IP {fip} answered {first:?} from outside after {:?}",
+        t0.elapsed()
+    );
+    let mut answers = BTreeSet::new();
+    for _ in 0..24 {
+        answers.insert(pip::outside_tcp_answer(&fip, 80, Duration::from_secs(3)).await);
+    }
+    assert_or_logs(
+        &cluster,
+        answers == BTreeSet::from(["web-0".to_string(), "web-1".to_string()]),
+        format!("{fip}:80 from outside should reach web-0 and web-1, got {answers:?} (first {first:?})"),
+    );
+    let fips = check(&cluster, "neutron", pip::floating_ips());
+    let row = fips.iter().find(|f| f.address == fip).cloned();
+    assert_or_logs(
+        &cluster,
+        row.as_ref().is_some_and(|f| ours(f) && f.port_id.is_some()),
+        format!(
+            "floating IP {fip} should be kuryr's (tag {}) and on the VIP port: {row:?}",
+            cluster.tag
+        ),
+    );
+    let k = check(&cluster, "klb", svc::klb(&client, NS, "web").await);
+    let info = k.and_then(|k| k.status).and_then(|s| s.service_pub_ip_info);
+    assert_or_logs(
+        &cluster,
+        info.as_ref()
+            .is_some_and(|i| i.ip_addr == fip && i.alloc_method == "pool"),
+        format!("KLB status.service_pub_ip_info should record {fip} (pool): {info:?}"),
+    );
+
+    // Back to ClusterIP: the address is released and the Service shows none.
+    check(
+        &cluster,
+        "type ClusterIP",
+        pip::set_service_type(&client, NS, "web", "ClusterIP", None).await,
+    );
+    check(
+        &cluster,
+        "ingress cleared",
+        pip::wait_ingress(&client, NS, "web", true, LB_WAIT).await,
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while check(&cluster, "neutron", pip::floating_ips())
+        .iter()
+        .any(|f| f.address == fip)
+    {
+        assert_or_logs(
+            &cluster,
+            std::time::Instant::now() < deadline,
+            format!("floating IP {fip} not released after the type went back to ClusterIP"),
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
+    // A user's address (loadBalancerIP): used, and kept (freed) when the Service goes.
+    let user = check(
+        &cluster,
+        "user floating IP",
+        pip::create_user_fip("kuryr-sandbox-external"),
+    );
+    check(
+        &cluster,
+        "loadBalancerIP",
+        pip::set_service_type(&client, NS, "web", "LoadBalancer", Some(&user.address)).await,
+    );
+    let got = check(
+        &cluster,
+        "ingress",
+        pip::wait_ingress(&client, NS, "web", false, LB_WAIT).await,
+    );
+    let answer = pip::outside_tcp_until_answered(&user.address, 80, Duration::from_secs(30)).await;
+    assert_or_logs(
+        &cluster,
+        got == user.address && (answer == "web-0" || answer == "web-1"),
+        format!(
+            "loadBalancerIP {}: ingress {got}, outside answer {answer:?}",
+            user.address
+        ),
+    );
+    check(
+        &cluster,
+        "delete service",
+        svc::delete_service(&client, NS, "web").await,
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = check(&cluster, "neutron", pip::floating_ips());
+        let kept = now.iter().find(|f| f.id == user.id).cloned();
+        if kept.as_ref().is_some_and(|f| f.port_id.is_none()) {
+            break;
+        }
+        assert_or_logs(
+            &cluster,
+            kept.is_some() && std::time::Instant::now() < deadline,
+            format!("the user's floating IP must be kept and freed after the Service is deleted: {kept:?}"),
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    check(&cluster, "delete user floating IP", pip::delete_fip(&user.id));
+
+    // Deleting the namespace of a LoadBalancer Service leaves nothing of kuryr's behind.
+    check(
+        &cluster,
+        "create web2",
+        svc::create_service(&client, NS, "web2", &ports, sel, false).await,
+    );
+    check(
+        &cluster,
+        "type LoadBalancer",
+        pip::set_service_type(&client, NS, "web2", "LoadBalancer", None).await,
+    );
+    let fip2 = check(
+        &cluster,
+        "ingress",
+        pip::wait_ingress(&client, NS, "web2", false, LB_WAIT).await,
+    );
+    check(
+        &cluster,
+        "delete namespace",
+        pods::delete_namespace(&client, NS).await,
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let lbs: Vec<_> = check(&cluster, "octavia", svc::lbs_tagged(&cluster.tag))
+            .into_iter()
+            .filter(|l| l.name.starts_with(&format!("{NS}/")))
+            .collect();
+        let fips: Vec<_> = check(&cluster, "neutron", pip::floating_ips())
+            .into_iter()
+            .filter(|f| ours(f) || f.address == fip2)
+            .collect();
+        if lbs.is_empty() && fips.is_empty() {
+            break;
+        }
+        assert_or_logs(
+            &cluster,
+            std::time::Instant::now() < deadline,
+            format!("left after deleting the namespace: load balancers {lbs:?}, floating IPs {fips:?}"),
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}

@@ -6,6 +6,7 @@
 //! generic. One allocation per call is nothing next to an HTTP round trip.
 
 use crate::error::Result;
+use crate::floating_ip::{FloatingIp, FloatingIpCreate, FloatingIpFilter};
 use crate::model::{NetworkCreate, PortCreate, PortFilter, PortUpdate, ResourceFilter, SubnetCreate};
 use kuryr_core::neutron::{Network, Port, QuotaUsage, Subnet, SubnetPool, TagMode};
 use std::collections::BTreeMap;
@@ -95,4 +96,24 @@ pub trait Neutron: Send + Sync {
         router_id: &'a str,
         subnet_id: &'a str,
     ) -> BoxFuture<'a, Result<()>>;
+
+    /// Floating IPs matching `filter`.
+    fn list_floating_ips<'a>(
+        &'a self,
+        filter: &'a FloatingIpFilter,
+    ) -> BoxFuture<'a, Result<Vec<FloatingIp>>>;
+
+    /// Creates a floating IP (tags in the body or right after, per [`Neutron::tag_mode`]; an
+    /// address whose tagging fails is deleted again, as it would escape the janitor).
+    fn create_floating_ip<'a>(&'a self, fip: &'a FloatingIpCreate) -> BoxFuture<'a, Result<FloatingIp>>;
+
+    /// Associates a floating IP with a port, or frees it (`None`).
+    fn set_floating_ip_port<'a>(
+        &'a self,
+        id: &'a str,
+        port_id: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<FloatingIp>>;
+
+    /// Deletes a floating IP; an already deleted one is success.
+    fn delete_floating_ip<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>>;
 }

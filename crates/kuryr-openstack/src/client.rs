@@ -9,6 +9,7 @@ mod neutron_impl;
 use crate::api::{BoxFuture, Neutron};
 use crate::connect::{ConnectOptions, cloud_config, connect_session};
 use crate::error::{Error, NeutronFault, Result};
+use crate::floating_ip::{FloatingIp, FloatingIpCreate, FloatingIpFilter};
 use crate::model::{NetworkCreate, PortCreate, PortFilter, PortUpdate, Query, ResourceFilter, SubnetCreate};
 use crate::observe::{NoopObserver, RequestObserver, observed, ops};
 use bytes::Bytes;

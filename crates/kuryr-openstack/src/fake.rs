@@ -13,6 +13,7 @@ mod tests;
 
 use crate::api::{BoxFuture, Neutron};
 use crate::error::{Error, Result};
+use crate::floating_ip::{FloatingIp, FloatingIpCreate, FloatingIpFilter};
 use crate::model::{NetworkCreate, PortCreate, PortFilter, PortUpdate, ResourceFilter, SubnetCreate};
 use crate::observe::{NoopObserver, RequestObserver, observed, ops};
 use ipam::Cidr;
@@ -107,6 +108,9 @@ struct State {
     pools: BTreeMap<String, Pool>,
     /// `(router, subnet)` → router port ID.
     router_interfaces: BTreeMap<(String, String), String>,
+    floating_ips: BTreeMap<String, FloatingIp>,
+    /// Host part of the next floating IP address (172.24.4.N).
+    next_fip_host: u32,
     faults: Vec<Fault>,
     /// `binding:vif_details` of ports created from now on.
     vif_details: serde_json::Map<String, Value>,
@@ -313,6 +317,26 @@ impl FakeNeutron {
     /// `(router, subnet)` pairs attached.
     pub fn router_interfaces(&self) -> Vec<(String, String)> {
         self.lock().router_interfaces.keys().cloned().collect()
+    }
+
+    /// Every floating IP.
+    pub fn floating_ips(&self) -> Vec<FloatingIp> {
+        self.lock().floating_ips.values().cloned().collect()
+    }
+
+    /// Adds a floating IP owned by someone else (a user's `loadBalancerIP`), free.
+    pub fn add_floating_ip(&self, network_id: &str, address: &str) -> FloatingIp {
+        let mut st = self.lock();
+        let fip = FloatingIp {
+            id: st.new_id(),
+            floating_ip_address: address.into(),
+            floating_network_id: network_id.into(),
+            project_id: "fake-project".into(),
+            status: "DOWN".into(),
+            ..Default::default()
+        };
+        st.floating_ips.insert(fip.id.clone(), fip.clone());
+        fip
     }
 
     /// How many calls of `op` were made (failed ones included).

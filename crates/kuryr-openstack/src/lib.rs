@@ -11,6 +11,7 @@
 //! * [`model`] — filters and create/update bodies; response models are `kuryr_core::neutron`'s;
 //! * [`client`] — [`OpenStackNeutron`]: one `RestEndpoint` request type for every call, bulk port
 //!   creation in one `POST /v2.0/ports`, tags in the create body when Neutron allows it;
+//! * [`floating_ip`] — floating IP model, create body and filter (LoadBalancer Services);
 //! * [`connect`] — session from [`kuryr_config::CloudAuth`] with timeout and endpoint discovery;
 //! * [`error`] — [`Error`];
 //! * [`observe`] — [`RequestObserver`], [`CountingObserver`], operation names;
@@ -24,6 +25,7 @@ pub mod connect;
 pub mod error;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
+pub mod floating_ip;
 pub mod model;
 pub mod observe;
 pub mod octavia;
@@ -32,6 +34,7 @@ pub use api::{BoxFuture, Neutron};
 pub use client::OpenStackNeutron;
 pub use connect::{ConnectOptions, install_crypto_provider};
 pub use error::{Error, NeutronFault, Result};
+pub use floating_ip::{FloatingIp, FloatingIpCreate, FloatingIpFilter};
 pub use kuryr_core::neutron::{Network, Port, QuotaUsage, Subnet, SubnetPool, TagMode};
 pub use model::{NetworkCreate, PortCreate, PortFilter, PortUpdate, ResourceFilter, SubnetCreate};
 pub use observe::{CountingObserver, NoopObserver, RequestObserver, ops};

@@ -51,6 +51,16 @@ pub mod ops {
     pub const ROUTER_ADD_INTERFACE: &str = "router_add_interface";
     /// `PUT /v2.0/routers/{id}/remove_router_interface`.
     pub const ROUTER_REMOVE_INTERFACE: &str = "router_remove_interface";
+    /// `GET /v2.0/floatingips?...`.
+    pub const FLOATINGIP_LIST: &str = "floatingip_list";
+    /// `POST /v2.0/floatingips`.
+    pub const FLOATINGIP_CREATE: &str = "floatingip_create";
+    /// `PUT /v2.0/floatingips/{id}` (association).
+    pub const FLOATINGIP_UPDATE: &str = "floatingip_update";
+    /// `DELETE /v2.0/floatingips/{id}`.
+    pub const FLOATINGIP_DELETE: &str = "floatingip_delete";
+    /// `PUT /v2.0/floatingips/{id}/tags`.
+    pub const FLOATINGIP_SET_TAGS: &str = "floatingip_set_tags";
     /// Octavia `GET /` (version document).
     pub const LB_VERSIONS: &str = "lb_versions";
     /// `GET /v2/lbaas/loadbalancers?...`.

@@ -6,8 +6,10 @@
 //! one slow load balancer never holds up another Service's reconcile.
 
 pub mod desired;
+mod floating;
 pub mod janitor;
 pub mod plan;
+pub mod public_ip;
 
 use std::{sync::Arc, time::Duration};
 
@@ -17,6 +19,7 @@ use kube::{
     api::{Patch, PatchParams},
     runtime::{Controller, watcher},
 };
+use kuryr_openstack::Neutron;
 use kuryr_openstack::octavia::{LbFilter, ListenerCreate, Octavia, PoolCreate, status};
 use kuryr_types::{
     KuryrLoadBalancer, KuryrNetwork,
@@ -26,6 +29,7 @@ use tracing::{error, info, warn};
 
 use self::desired::{LbSettings, SubnetMap};
 use self::plan::{LbObserved, PENDING_POLL, Step};
+use self::public_ip::FipObserved;
 use super::scaffold::{self, ErrorKind, Flow, Handler, HandlerError, Plan, Then, api_code, kube_kind};
 use crate::{Context, drivers::Reflected, finalizer};
 
@@ -46,6 +50,17 @@ pub enum Error {
     /// An Octavia call failed.
     #[error("Octavia: {what} of {lb}")]
     Octavia {
+        /// What was done.
+        what: &'static str,
+        /// Load balancer name.
+        lb: String,
+        /// Cause.
+        #[source]
+        source: kuryr_openstack::Error,
+    },
+    /// A Neutron call failed (floating IPs).
+    #[error("Neutron: {what} of {lb}")]
+    Neutron {
         /// What was done.
         what: &'static str,
         /// Load balancer name.
@@ -88,6 +103,12 @@ impl HandlerError for Error {
             } => ErrorKind::Transient,
             Error::Octavia { source, .. } if source.is_retryable() => ErrorKind::Transient,
             Error::Octavia { .. } => ErrorKind::Invalid,
+            Error::Neutron {
+                source: kuryr_openstack::Error::Conflict { .. },
+                ..
+            } => ErrorKind::Transient,
+            Error::Neutron { source, .. } if source.is_retryable() => ErrorKind::Transient,
+            Error::Neutron { .. } => ErrorKind::Invalid,
             Error::Kube { source, .. } => kube_kind(source),
             Error::NotSynced => ErrorKind::Transient,
             Error::Status { .. } => ErrorKind::Internal,
@@ -98,6 +119,7 @@ impl HandlerError for Error {
         match self {
             Error::Status { .. } => "status",
             Error::Octavia { .. } => "octavia",
+            Error::Neutron { .. } => "neutron",
             Error::Kube { .. } => "kubernetes",
             Error::NotSynced => "not_synced",
         }
@@ -116,7 +138,10 @@ impl HandlerError for Error {
 pub struct KlbHandler {
     client: kube::Client,
     octavia: Arc<dyn Octavia>,
+    neutron: Arc<dyn Neutron>,
     settings: LbSettings,
+    /// `settings.tags`, shared with every observation.
+    tags: Arc<[String]>,
     networks: Reflected<KuryrNetwork>,
     /// `[neutron_defaults] pod_subnet` as (CIDR, ID), read once at start.
     pod_subnet: Option<(String, String)>,
@@ -210,14 +235,30 @@ impl KlbHandler {
             ),
             _ => None,
         };
+        let desired = desired::desired(klb, &self.settings, self.octavia.version(), &self.subnets());
+        let status = klb.status.clone().unwrap_or_default();
+        let want_public = desired.as_ref().ok().and_then(|d| d.public_ip.clone());
+        let fip = if want_public.is_some() || status.service_pub_ip_info.is_some() {
+            self.observe_fips(
+                klb,
+                lb.as_ref().map(|l| l.vip_port_id.as_str()),
+                want_public.as_ref(),
+                &status,
+            )
+            .await?
+        } else {
+            FipObserved::default()
+        };
         Ok(LbObserved {
             klb: klb.clone(),
             deleting: klb.metadata.deletion_timestamp.is_some(),
             has_finalizer: klb.finalizers().iter().any(|f| f == KURYRLB_FINALIZER),
             lb,
             tree,
-            desired: desired::desired(klb, &self.settings, self.octavia.version(), &self.subnets()),
-            status: klb.status.clone().unwrap_or_default(),
+            desired,
+            status,
+            fip,
+            tags: self.tags.clone(),
         })
     }
 
@@ -493,6 +534,7 @@ impl KlbHandler {
                 }
                 Ok(Flow::Next)
             }
+            Step::PublicIp(step) => self.execute_fip(o, step).await,
             Step::ReleaseFinalizers => {
                 let svcs: Api<Service> = Api::namespaced(self.client.clone(), &ns);
                 match svcs.get_opt(&klb.name_any()).await {
@@ -570,6 +612,8 @@ pub fn settings(config: &kuryr_config::Config) -> LbSettings {
         tags,
         timeout_client_data: i64::try_from(od.timeout_client_data.as_millis()).unwrap_or(0),
         timeout_member_data: i64::try_from(od.timeout_member_data.as_millis()).unwrap_or(0),
+        external_net: nd.external_svc_net.clone(),
+        external_subnet: nd.external_svc_subnet.clone(),
     }
 }
 
@@ -603,12 +647,18 @@ pub async fn start(ctx: Arc<Context>) {
             }
         }
     }
-    run_with(ctx, octavia, pod_subnet).await;
+    run_with(ctx, octavia, os.neutron.clone(), pod_subnet).await;
 }
 
-/// Runs the handler with `octavia` (what [`start`] does once connected; tests give it a fake):
+/// Runs the handler with `octavia` and `neutron` (what [`start`] does once connected; tests give
+/// fakes):
 /// `pod_subnet` is `[neutron_defaults] pod_subnet` as (CIDR, ID).
-pub async fn run_with(ctx: Arc<Context>, octavia: Arc<dyn Octavia>, pod_subnet: Option<(String, String)>) {
+pub async fn run_with(
+    ctx: Arc<Context>,
+    octavia: Arc<dyn Octavia>,
+    neutron: Arc<dyn Neutron>,
+    pod_subnet: Option<(String, String)>,
+) {
     let networks = match Reflected::spawn(Api::all(ctx.client.clone()), "kuryrnetworks") {
         Ok(r) => r,
         Err(e) => {
@@ -616,10 +666,13 @@ pub async fn run_with(ctx: Arc<Context>, octavia: Arc<dyn Octavia>, pod_subnet: 
             return ctx.health.handler_died(HANDLER);
         }
     };
+    let settings = settings(&ctx.config);
     let handler = Arc::new(KlbHandler {
         client: ctx.client.clone(),
         octavia,
-        settings: settings(&ctx.config),
+        neutron,
+        tags: settings.tags.clone().into(),
+        settings,
         networks,
         pod_subnet,
         events: ctx.events.clone(),

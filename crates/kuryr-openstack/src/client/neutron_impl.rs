@@ -167,4 +167,44 @@ impl Neutron for OpenStackNeutron {
             Some(json!({ "subnet_id": subnet_id })),
         ))
     }
+
+    fn list_floating_ips<'a>(
+        &'a self,
+        filter: &'a FloatingIpFilter,
+    ) -> BoxFuture<'a, Result<Vec<FloatingIp>>> {
+        Box::pin(self.list(ops::FLOATINGIP_LIST, "floatingips", filter.query()))
+    }
+
+    fn create_floating_ip<'a>(&'a self, fip: &'a FloatingIpCreate) -> BoxFuture<'a, Result<FloatingIp>> {
+        Box::pin(self.create_tagged(
+            (ops::FLOATINGIP_CREATE, ops::FLOATINGIP_SET_TAGS),
+            "floatingips",
+            "floatingip",
+            fip.to_json(self.tag_creation),
+            &fip.tags,
+        ))
+    }
+
+    fn set_floating_ip_port<'a>(
+        &'a self,
+        id: &'a str,
+        port_id: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<FloatingIp>> {
+        Box::pin(async move {
+            let body = self
+                .call(
+                    ops::FLOATINGIP_UPDATE,
+                    Method::PUT,
+                    format!("floatingips/{}", seg(id)),
+                    Query::new(),
+                    Some(json!({ "floatingip": { "port_id": port_id } })),
+                )
+                .await?;
+            decode(ops::FLOATINGIP_UPDATE, &body, "floatingip")
+        })
+    }
+
+    fn delete_floating_ip<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.delete(ops::FLOATINGIP_DELETE, "floatingips", id))
+    }
 }

@@ -187,6 +187,14 @@ impl Neutron for FakeNeutron {
     fn delete_port<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
         self.run(ops::PORT_DELETE, move |st| {
             st.ports.remove(id);
+            // Neutron frees the floating IPs of a deleted port.
+            for f in st.floating_ips.values_mut() {
+                if f.port_id.as_deref() == Some(id) {
+                    f.port_id = None;
+                    f.fixed_ip_address = None;
+                    f.status = "DOWN".into();
+                }
+            }
             Ok(())
         })
     }
@@ -434,9 +442,107 @@ impl Neutron for FakeNeutron {
             Ok(())
         })
     }
+
+    fn list_floating_ips<'a>(&'a self, f: &'a FloatingIpFilter) -> BoxFuture<'a, Result<Vec<FloatingIp>>> {
+        self.run(ops::FLOATINGIP_LIST, move |st| {
+            Ok(st
+                .floating_ips
+                .values()
+                .filter(|x| f.ids.is_empty() || f.ids.contains(&x.id))
+                .filter(|x| f.port_id.is_none() || x.port_id == f.port_id)
+                .filter(|x| eq_opt(&f.floating_ip_address, &x.floating_ip_address))
+                .filter(|x| eq_opt(&f.floating_network_id, &x.floating_network_id))
+                .filter(|x| tags_match(&x.tags, &f.tags, &[], &[]))
+                .cloned()
+                .collect())
+        })
+    }
+
+    fn create_floating_ip<'a>(&'a self, req: &'a FloatingIpCreate) -> BoxFuture<'a, Result<FloatingIp>> {
+        self.run(ops::FLOATINGIP_CREATE, move |st| {
+            let fixed = match &req.port_id {
+                Some(p) => fip_target(st, ops::FLOATINGIP_CREATE, None, p)?,
+                None => None,
+            };
+            st.next_fip_host += 1;
+            let fip = FloatingIp {
+                id: st.new_id(),
+                floating_ip_address: format!("172.24.4.{}", 9 + st.next_fip_host),
+                floating_network_id: req.floating_network_id.clone(),
+                port_id: req.port_id.clone(),
+                fixed_ip_address: fixed,
+                project_id: req.project_id.clone().unwrap_or_else(|| "fake-project".into()),
+                description: req.description.clone().unwrap_or_default(),
+                tags: req.tags.clone(),
+                status: if req.port_id.is_some() { "ACTIVE" } else { "DOWN" }.into(),
+                created_at: None,
+            };
+            st.floating_ips.insert(fip.id.clone(), fip.clone());
+            Ok(fip)
+        })
+    }
+
+    fn set_floating_ip_port<'a>(
+        &'a self,
+        id: &'a str,
+        port_id: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<FloatingIp>> {
+        self.run(ops::FLOATINGIP_UPDATE, move |st| {
+            let fixed = match port_id {
+                Some(p) => fip_target(st, ops::FLOATINGIP_UPDATE, Some(id), p)?,
+                None => None,
+            };
+            let f = st
+                .floating_ips
+                .get_mut(id)
+                .ok_or_else(|| not_found(ops::FLOATINGIP_UPDATE, "FloatingIPNotFound", id))?;
+            if let (Some(have), Some(want)) = (&f.port_id, port_id)
+                && have != want
+            {
+                return Err(Error::Conflict {
+                    op: ops::FLOATINGIP_UPDATE,
+                    kind: "FloatingIPPortAlreadyAssociated".into(),
+                    message: format!("floating IP {id} is already associated with port {have}"),
+                });
+            }
+            f.port_id = port_id.map(str::to_string);
+            f.fixed_ip_address = fixed;
+            f.status = if port_id.is_some() { "ACTIVE" } else { "DOWN" }.into();
+            Ok(f.clone())
+        })
+    }
+
+    fn delete_floating_ip<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
+        self.run(ops::FLOATINGIP_DELETE, move |st| {
+            st.floating_ips.remove(id);
+            Ok(())
+        })
+    }
 }
 
 /// Now, as Neutron writes timestamps (`2026-11-24T17:40:12Z`).
 fn now_rfc3339() -> String {
     jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// The fixed IP a floating IP (`fip_id`, `None` when being created) on port `port_id` maps to.
+/// A port with another floating IP is a conflict, as in Neutron. A port this fake does not
+/// know (a VIP port of `FakeOctavia`) maps to no fixed IP: the fakes are not linked.
+fn fip_target(st: &State, op: &'static str, fip_id: Option<&str>, port_id: &str) -> Result<Option<String>> {
+    if st
+        .floating_ips
+        .values()
+        .any(|f| f.port_id.as_deref() == Some(port_id) && Some(f.id.as_str()) != fip_id)
+    {
+        return Err(Error::Conflict {
+            op,
+            kind: "FloatingIPSetupException".into(),
+            message: format!("port {port_id} already has a floating IP"),
+        });
+    }
+    Ok(st
+        .ports
+        .get(port_id)
+        .and_then(|p| p.fixed_ips.first())
+        .map(|f| f.ip_address.clone()))
 }

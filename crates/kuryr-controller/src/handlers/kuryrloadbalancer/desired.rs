@@ -10,6 +10,8 @@ use kube::ResourceExt;
 use kuryr_openstack::octavia::{ApiVersion, MemberSpec};
 use kuryr_types::KuryrLoadBalancer;
 
+use super::public_ip::PublicIp;
+
 /// The Octavia provider that only knows `SOURCE_IP_PORT` and has no listener timeouts or ACLs.
 pub const OVN: &str = "ovn";
 
@@ -26,6 +28,11 @@ pub struct LbSettings {
     pub timeout_client_data: i64,
     /// `[octavia_defaults] timeout_member_data` (ms), 0: Octavia's default.
     pub timeout_member_data: i64,
+    /// `[neutron_defaults] external_svc_net`: where LoadBalancer Services' floating IPs come
+    /// from (`None`: they get none).
+    pub external_net: Option<String>,
+    /// `[neutron_defaults] external_svc_subnet`.
+    pub external_subnet: Option<String>,
 }
 
 /// Subnets pods live on, to give L2 members their subnet: `(network, prefix, subnet id)`.
@@ -112,6 +119,8 @@ pub struct DesiredLb {
     pub timeout_member_data: Option<i64>,
     /// Listeners by name, sorted.
     pub listeners: Vec<DesiredListener>,
+    /// The floating IP (`type: LoadBalancer` with an external network configured).
+    pub public_ip: Option<PublicIp>,
     /// What the spec asks that the provider cannot do (one Warning Event each).
     pub unsupported: Vec<String>,
 }
@@ -181,6 +190,25 @@ pub fn desired(
         });
     }
     listeners.sort_by(|a, b| a.name.cmp(&b.name));
+    let public_ip = if spec.type_.as_deref() == Some("LoadBalancer") {
+        if s.external_net.is_some() {
+            Some(
+                match spec.lb_ip.as_deref().map(str::trim).filter(|a| !a.is_empty()) {
+                    Some(addr) => PublicIp::User(addr.to_string()),
+                    None => PublicIp::Pool,
+                },
+            )
+        } else {
+            unsupported.push(
+                "type LoadBalancer: no [neutron_defaults] external_svc_net is configured, so no floating IP; \
+                 the Service answers on its ClusterIP only"
+                    .to_string(),
+            );
+            None
+        }
+    } else {
+        None
+    };
     Ok(DesiredLb {
         name,
         vip,
@@ -191,6 +219,7 @@ pub fn desired(
         timeout_client_data,
         timeout_member_data,
         listeners,
+        public_ip,
         unsupported,
     })
 }

@@ -12,6 +12,7 @@ use kuryr_openstack::octavia::{LoadBalancer, MemberSpec, StatusTree, status};
 use kuryr_types::kuryrloadbalancer as klb;
 
 use super::desired::{DesiredLb, DesiredListener, SpecError};
+use super::public_ip::{self, FipObserved, FipStep};
 use crate::handlers::scaffold::{Plan, Then};
 
 /// How soon to look again at a load balancer that is busy (`PENDING_*`).
@@ -34,6 +35,10 @@ pub struct LbObserved {
     pub desired: Result<DesiredLb, SpecError>,
     /// The KLB's status now.
     pub status: klb::KuryrLoadBalancerStatus,
+    /// Floating IP and Service ingress (read only when a public IP is wanted or recorded).
+    pub fip: FipObserved,
+    /// The tags kuryr puts on what it creates (to tell its floating IPs from a user's).
+    pub tags: Arc<[String]>,
 }
 
 /// One step.
@@ -83,15 +88,49 @@ pub enum Step {
     WarnUnsupported(Vec<String>),
     /// Remove the finalizers of the KLB and of its Service.
     ReleaseFinalizers,
+    /// A floating-IP step (`type: LoadBalancer`).
+    PublicIp(FipStep),
 }
 
 fn one(reason: &'static str, step: Step) -> Plan<Step> {
     Plan::steps(reason, vec![step], Then::Periodic)
 }
 
+/// The next floating-IP step of `o` as a plan (`deleting`: release only).
+fn public_ip_step(o: &LbObserved, vip_port: Option<&str>, deleting: bool) -> Option<Plan<Step>> {
+    let want = o.desired.as_ref().ok().and_then(|d| d.public_ip.as_ref());
+    let step = public_ip::next(
+        want,
+        vip_port,
+        o.status.service_pub_ip_info.as_ref(),
+        &o.fip,
+        &o.tags,
+        deleting,
+    )?;
+    Some(match step {
+        FipStep::Warn(_) => Plan::steps(
+            "floating IP cannot be given",
+            vec![Step::PublicIp(step)],
+            Then::Periodic,
+        ),
+        _ => one("floating IP", Step::PublicIp(step)),
+    })
+}
+
 /// The next step for `o` (see the module docs).
 pub fn plan(o: &LbObserved) -> Plan<Step> {
     if o.deleting {
+        // Floating IPs first: the cascade delete takes the VIP port and would leave an
+        // allocated address behind, unowned.
+        let settled =
+            o.lb.as_ref()
+                .is_none_or(|lb| !status::is_pending(&lb.provisioning_status));
+        if o.has_finalizer
+            && settled
+            && let Some(p) = public_ip_step(o, o.lb.as_ref().map(|l| l.vip_port_id.as_str()), true)
+        {
+            return p;
+        }
         return match &o.lb {
             Some(lb) if lb.provisioning_status == status::PENDING_DELETE => {
                 one("load balancer being deleted", Step::ReleaseFinalizers)
@@ -205,6 +244,9 @@ pub fn plan(o: &LbObserved) -> Plan<Step> {
                 },
             );
         }
+    }
+    if let Some(p) = public_ip_step(o, Some(&lb.vip_port_id), false) {
+        return p;
     }
     let st = status_of(lb, tree, want, &o.status);
     if st != o.status {

@@ -81,6 +81,8 @@ fn settings() -> LbSettings {
         tags: vec!["k8s-cluster".into()],
         timeout_client_data: 0,
         timeout_member_data: 0,
+        external_net: None,
+        external_subnet: None,
     }
 }
 
@@ -176,6 +178,8 @@ fn observed(
         tree,
         desired: desired(k, &settings(), V, &subnets()),
         status: k.status.clone().unwrap_or_default(),
+        fip: Default::default(),
+        tags: settings().tags.into(),
     }
 }
 
@@ -338,7 +342,7 @@ async fn converge(fake: &FakeOctavia, k: &mut KuryrLoadBalancer, full: bool) -> 
                 fake.replace_members(&pool_id, &members).await.expect("members")
             }
             Step::WriteStatus(st) => k.status = Some(*st),
-            Step::WarnUnsupported(_) | Step::AddFinalizer | Step::ReleaseFinalizers => {}
+            Step::WarnUnsupported(_) | Step::AddFinalizer | Step::ReleaseFinalizers | Step::PublicIp(_) => {}
         }
     }
     panic!("did not converge in 30 rounds");
@@ -485,4 +489,68 @@ async fn a_new_service_is_one_octavia_write() {
     assert_eq!(fake.members_of("ns/svc:UDP:53").len(), 2);
     let st = k.status.expect("status");
     assert_eq!(st.members.map(|m| m.len()), Some(4));
+}
+
+#[test]
+fn load_balancer_type_gets_its_floating_ip_after_the_load_balancer_and_releases_it_before() {
+    use super::public_ip::{FipStep, PublicIp};
+    let mut k = klb(&[(None, 80, "TCP")], vec![]);
+    k.spec.type_ = Some("LoadBalancer".into());
+    // No external network configured: a Warning, no floating IP.
+    let d = desired(&k, &settings(), V, &subnets()).expect("desired");
+    assert_eq!(d.public_ip, None);
+    assert!(
+        d.unsupported.iter().any(|u| u.contains("external_svc_net")),
+        "{:?}",
+        d.unsupported
+    );
+    let mut s = settings();
+    s.external_net = Some("ext".into());
+    let d = desired(&k, &s, V, &subnets()).expect("desired");
+    assert_eq!(d.public_ip, Some(PublicIp::Pool));
+    k.spec.lb_ip = Some("172.24.4.50".into());
+    assert_eq!(
+        desired(&k, &s, V, &subnets()).expect("desired").public_ip,
+        Some(PublicIp::User("172.24.4.50".into()))
+    );
+    k.spec.lb_ip = None;
+
+    // Converged load balancer, no floating IP yet: allocate one.
+    let mut lb_active = lb(status::ACTIVE);
+    lb_active.vip_port_id = "vip".into();
+    let tree = StatusTree {
+        provisioning_status: status::ACTIVE.into(),
+        listeners: vec![kuryr_openstack::octavia::TreeListener {
+            id: "l1".into(),
+            name: "ns/svc:TCP:80".into(),
+            pools: vec![kuryr_openstack::octavia::TreePool {
+                id: "p1".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let mut o = observed(&k, Some(lb_active.clone()), Some(tree));
+    o.desired = desired(&k, &s, V, &subnets());
+    o.fip.ingress = Some(vec![]);
+    assert_eq!(plan(&o).steps, vec![Step::PublicIp(FipStep::Create)]);
+    // Being deleted with a recorded pool address: the address goes before the load balancer.
+    o.deleting = true;
+    o.status.service_pub_ip_info = Some(k::ServicePubIpInfo {
+        ip_id: "f1".into(),
+        ip_addr: "172.24.4.11".into(),
+        alloc_method: "pool".into(),
+    });
+    o.fip.recorded = Some(kuryr_openstack::FloatingIp {
+        id: "f1".into(),
+        floating_ip_address: "172.24.4.11".into(),
+        port_id: Some("vip".into()),
+        ..Default::default()
+    });
+    assert_eq!(plan(&o).steps, vec![Step::PublicIp(FipStep::Delete("f1".into()))]);
+    o.fip.recorded = None;
+    assert_eq!(plan(&o).steps, vec![Step::PublicIp(FipStep::Record(None))]);
+    o.status.service_pub_ip_info = None;
+    assert!(matches!(plan(&o).steps.as_slice(), [Step::DeleteLb { .. }]));
 }

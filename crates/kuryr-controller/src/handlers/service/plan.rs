@@ -56,12 +56,6 @@ pub fn unsupported(svc: &Service) -> Vec<&'static str> {
         return Vec::new();
     };
     let mut out = Vec::new();
-    if spec.type_.as_deref() == Some("LoadBalancer") {
-        out.push(
-            "type LoadBalancer: kuryr-rs does not allocate floating IPs yet; the Service is reachable on its \
-             ClusterIP (an Octavia load balancer) only",
-        );
-    }
     if spec
         .load_balancer_source_ranges
         .as_ref()
@@ -316,8 +310,8 @@ mod tests {
             sp.session_affinity = Some("ClientIP".into());
         }
         let u = unsupported(&s);
-        assert_eq!(u.len(), 3, "{u:?}");
-        assert!(u[1].starts_with("loadBalancerSourceRanges"));
+        assert_eq!(u.len(), 2, "{u:?}");
+        assert!(u[0].starts_with("loadBalancerSourceRanges"));
     }
 
     #[test]
