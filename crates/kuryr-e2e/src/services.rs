@@ -89,6 +89,32 @@ pub async fn set_service_ports(client: &Client, ns: &str, name: &str, ports: &[S
         .map_err(kube_err(format!("patch service {ns}/{name}")))
 }
 
+/// Makes Service `ns/name` select exactly `selector` (a merge patch that drops `drop`).
+pub async fn set_service_selector(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    selector: (&str, &str),
+    drop: &str,
+) -> Result<()> {
+    let patch = json!({"spec": {"selector": {selector.0: selector.1, drop: null}}});
+    Api::<Service>::namespaced(client.clone(), ns)
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(kube_err(format!("patch selector of service {ns}/{name}")))
+}
+
+/// Adds label `key=value` to pod `ns/name`.
+pub async fn label_pod(client: &Client, ns: &str, name: &str, key: &str, value: &str) -> Result<()> {
+    let patch = json!({"metadata": {"labels": {key: value}}});
+    Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), ns)
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(kube_err(format!("label pod {ns}/{name}")))
+}
+
 /// Deletes Service `ns/name`.
 pub async fn delete_service(client: &Client, ns: &str, name: &str) -> Result<()> {
     match Api::<Service>::namespaced(client.clone(), ns)

@@ -1,6 +1,8 @@
 //! The demo's Service step: a ClusterIP Service over the demo's `web` pods on both nodes, its
 //! KuryrLoadBalancer and Octavia load balancer printed, and its VIP probed from every pod's
-//! network namespace (same namespace and across namespaces): which backends answered.
+//! network namespace (same namespace and across namespaces): which backends answered. Then a
+//! `type: LoadBalancer` Service over the same pods: its floating IP (from the sandbox's
+//! external network) probed from the machine's root namespace, the sandbox's outside.
 
 use std::{collections::BTreeSet, time::Duration};
 
@@ -9,7 +11,7 @@ use kube::Client;
 use crate::{
     cluster::Cluster,
     error::Result,
-    pods,
+    pods, public_ip,
     services::{self, tcp_answers},
 };
 
@@ -88,5 +90,51 @@ pub async fn run(
     if !all_backends {
         eprintln!("demo: ERROR: only {seen:?} answered through the VIP; expected {backends} backends");
     }
-    Ok(ok && all_backends)
+    Ok(ok && all_backends && public(client, ns, backends).await?)
+}
+
+/// Service `ns/web-public`, `type: LoadBalancer` over the same pods: waits for its floating IP
+/// and probes it from the root namespace. `Ok(false)`: no address, or not every backend answered.
+async fn public(client: &Client, ns: &str, backends: usize) -> Result<bool> {
+    let say = |s: &str| eprintln!("[{}] demo: {s}", jiff::Zoned::now().strftime("%H:%M:%S"));
+    if services::klb(client, ns, "web-public").await?.is_none() {
+        services::create_service(
+            client,
+            ns,
+            "web-public",
+            &[("http", 80, "TCP", 8080)],
+            Some(("app", "web")),
+            false,
+        )
+        .await?;
+        public_ip::set_service_type(client, ns, "web-public", "LoadBalancer", None).await?;
+    }
+    say(&format!(
+        "Service {ns}/web-public (type LoadBalancer): waiting for its floating IP"
+    ));
+    let started = std::time::Instant::now();
+    let fip = public_ip::wait_ingress(client, ns, "web-public", false, Duration::from_secs(120)).await?;
+    let first = public_ip::outside_tcp_until_answered(&fip, 80, Duration::from_secs(30)).await;
+    say(&format!(
+        "floating IP {fip} in status.loadBalancer.ingress, first answer from outside after {:.1} s",
+        started.elapsed().as_secs_f64()
+    ));
+    let mut answers = std::collections::BTreeMap::<String, usize>::new();
+    *answers.entry(first).or_default() += 1;
+    for _ in 1..PROBES {
+        *answers
+            .entry(public_ip::outside_tcp_answer(&fip, 80, Duration::from_secs(3)).await)
+            .or_default() += 1;
+    }
+    let list: Vec<String> = answers.iter().map(|(a, n)| format!("{a} ×{n}")).collect();
+    println!(
+        "\nTCP connections to the floating IP {fip}:80 from the machine's root namespace (the outside): who answered\n"
+    );
+    println!("  {:<23} {}", "root namespace", list.join(", "));
+    let answered = answers.keys().filter(|a| !a.starts_with("error")).count();
+    let failed = answers.keys().any(|a| a.starts_with("error"));
+    if failed || answered < backends {
+        eprintln!("demo: ERROR: from outside {answers:?}; expected {backends} backends and no failure");
+    }
+    Ok(!failed && answered >= backends)
 }

@@ -17,8 +17,8 @@ fn names(answers: &std::collections::BTreeMap<String, usize>) -> BTreeSet<String
 }
 
 /// One cluster, many claims (each cluster up costs a minute on this machine): balancing over
-/// backends on two nodes, hairpin, UDP, member removal and addition, port change, a
-/// selectorless Service with hand-written Endpoints, headless, and deletion leaving nothing.
+/// backends on two nodes, hairpin, UDP, member removal and addition, port change, selector
+/// change, a selectorless Service with hand-written Endpoints, headless, and deletion leaving nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn services_are_octavia_load_balancers_answering_on_their_vip() {
     let _crashes = sandbox_guard::CrashGuard::new();
@@ -186,6 +186,31 @@ async fn services_are_octavia_load_balancers_answering_on_their_vip() {
         !names(&old).iter().any(|n| n.starts_with("web-")),
         format!("port 80 still answers after the change: {old:?}"),
     );
+
+    // Selector change: only the pod carrying the new label stays a backend.
+    check(
+        &cluster,
+        "label",
+        svc::label_pod(&client, NS, "web-2", "role", "solo").await,
+    );
+    check(
+        &cluster,
+        "selector change",
+        svc::set_service_selector(&client, NS, "web", ("role", "solo"), "app").await,
+    );
+    let deadline = std::time::Instant::now() + LB_WAIT;
+    loop {
+        let a = svc::tcp_answers(&client_pod.netns, &vip, 81, 8).await;
+        if names(&a) == BTreeSet::from(["web-2".to_string()]) {
+            break;
+        }
+        assert_or_logs(
+            &cluster,
+            std::time::Instant::now() < deadline,
+            format!("after the selector change only web-2 should answer, got {a:?}"),
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 
     // A selectorless Service with hand-written Endpoints (web-0's address).
     let web0_ip = views

@@ -682,13 +682,15 @@ pub async fn run_with(
         Api::<KuryrLoadBalancer>::all(ctx.client.clone()),
         watcher::Config::default(),
     );
-    let janitor = janitor::run(
-        handler.octavia.clone(),
-        handler.settings.tags.clone(),
-        controller.store(),
-        ctx.metrics.clone(),
-        ctx.health.clone(),
-    );
+    let janitor = janitor::run(janitor::Janitor {
+        octavia: handler.octavia.clone(),
+        neutron: handler.neutron.clone(),
+        external_net: handler.settings.external_net.clone(),
+        tags: handler.settings.tags.clone(),
+        store: controller.store(),
+        metrics: ctx.metrics.clone(),
+        health: ctx.health.clone(),
+    });
     scaffold::run(ctx, handler, controller, async {}, janitor).await;
 }
 

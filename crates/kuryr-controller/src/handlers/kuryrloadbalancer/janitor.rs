@@ -2,9 +2,17 @@
 //! carrying every configured tag — without tags ownership cannot be proven and nothing runs)
 //! whose KuryrLoadBalancer is gone, or that duplicate the one their KLB records, are deleted
 //! (cascade). The same listing feeds `kuryr_load_balancers{provisioning_status}` and the
-//! count of load balancers not ACTIVE that `/ready` reports.
+//! count of load balancers not ACTIVE that `/ready` reports. Floating IPs carrying every tag,
+//! free and recorded by no KLB on two passes in a row (a LoadBalancer Service deleted while the
+//! controller was down, a cascade delete that took the VIP port) are deleted too.
 
-use std::{collections::BTreeMap, sync::Arc, time::Duration};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+    time::Duration,
+};
+
+use kuryr_openstack::{FloatingIp, FloatingIpFilter, Neutron};
 
 use kube::{ResourceExt, runtime::reflector::Store};
 use kuryr_openstack::octavia::{LbFilter, LoadBalancer, Octavia, status};
@@ -54,6 +62,67 @@ pub fn index(store: &Store<KuryrLoadBalancer>) -> KlbIndex {
         .collect()
 }
 
+/// The floating IPs the KLBs record (`status.service_pub_ip_info`).
+pub fn recorded_fips(store: &Store<KuryrLoadBalancer>) -> BTreeSet<String> {
+    store
+        .state()
+        .iter()
+        .filter_map(|k| {
+            k.status
+                .as_ref()?
+                .service_pub_ip_info
+                .as_ref()
+                .map(|i| i.ip_id.clone())
+        })
+        .collect()
+}
+
+/// The floating IPs to delete (pure), and the suspects to remember for the next pass: a
+/// floating IP is a suspect when it is free and no KLB records it; it is deleted when it was
+/// one on the previous pass too (a pass apart: never one being re-associated right now).
+pub fn fip_orphans(
+    fips: &[FloatingIp],
+    recorded: &BTreeSet<String>,
+    suspects_before: &BTreeSet<String>,
+) -> (Vec<String>, BTreeSet<String>) {
+    let suspects: BTreeSet<String> = fips
+        .iter()
+        .filter(|f| f.port_id.is_none() && !recorded.contains(&f.id))
+        .map(|f| f.id.clone())
+        .collect();
+    let delete = suspects.intersection(suspects_before).cloned().collect();
+    (delete, suspects)
+}
+
+/// One floating-IP pass: lists the floating IPs carrying `tags` on `network`, deletes those
+/// [`fip_orphans`] names; returns the deleted ones and the new suspects.
+pub async fn fip_pass(
+    neutron: &dyn Neutron,
+    network: &str,
+    tags: &[String],
+    recorded: &BTreeSet<String>,
+    suspects_before: &BTreeSet<String>,
+) -> Result<(Vec<String>, BTreeSet<String>), kuryr_openstack::Error> {
+    let fips = neutron
+        .list_floating_ips(&FloatingIpFilter {
+            floating_network_id: Some(network.to_string()),
+            tags: tags.to_vec(),
+            ..FloatingIpFilter::default()
+        })
+        .await?;
+    let (delete, suspects) = fip_orphans(&fips, recorded, suspects_before);
+    for id in &delete {
+        let addr = fips
+            .iter()
+            .find(|f| &f.id == id)
+            .map(|f| f.floating_ip_address.as_str())
+            .unwrap_or_default();
+        info!(fip = %addr, %id, "janitor: deleting a floating IP no KuryrLoadBalancer owns");
+        neutron.delete_floating_ip(id).await?;
+    }
+    Ok((delete, suspects))
+}
+
 /// What a pass found.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct PassReport {
@@ -98,14 +167,36 @@ pub async fn pass(
     })
 }
 
-/// Runs [`pass`] every [`INTERVAL`] once `store` has listed (never without tags).
-pub async fn run(
-    octavia: Arc<dyn Octavia>,
-    tags: Vec<String>,
-    store: Store<KuryrLoadBalancer>,
-    metrics: Arc<Metrics>,
-    health: Arc<crate::health::Health>,
-) {
+/// What the janitor works with.
+pub struct Janitor {
+    /// Octavia.
+    pub octavia: Arc<dyn Octavia>,
+    /// Neutron (floating IPs).
+    pub neutron: Arc<dyn Neutron>,
+    /// `[neutron_defaults] external_svc_net` (`None`: no floating-IP pass).
+    pub external_net: Option<String>,
+    /// What proves ownership.
+    pub tags: Vec<String>,
+    /// The KLBs.
+    pub store: Store<KuryrLoadBalancer>,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// `/ready`.
+    pub health: Arc<crate::health::Health>,
+}
+
+/// Runs [`pass`] (and [`fip_pass`]) every [`INTERVAL`] once the KLBs have listed (never without
+/// tags).
+pub async fn run(j: Janitor) {
+    let Janitor {
+        octavia,
+        neutron,
+        external_net,
+        tags,
+        store,
+        metrics,
+        health,
+    } = j;
     if tags.is_empty() || !octavia.version().tags() {
         warn!(
             "no resource_tags/cluster_tag (or Octavia without tags): the load balancer janitor does not run"
@@ -115,11 +206,18 @@ pub async fn run(
     if store.wait_until_ready().await.is_err() {
         return;
     }
+    let mut suspects = BTreeSet::new();
     loop {
         tokio::time::sleep(INTERVAL).await;
         match pass(octavia.as_ref(), &tags, &index(&store), &metrics).await {
             Ok(r) => health.set_load_balancers_not_active(r.not_active),
             Err(e) => warn!(error = %crate::error_chain(&e), "load balancer janitor pass failed"),
+        }
+        if let Some(net) = &external_net {
+            match fip_pass(neutron.as_ref(), net, &tags, &recorded_fips(&store), &suspects).await {
+                Ok((_, now)) => suspects = now,
+                Err(e) => warn!(error = %crate::error_chain(&e), "floating IP janitor pass failed"),
+            }
         }
     }
 }
@@ -186,5 +284,59 @@ mod tests {
             text.contains("kuryr_load_balancers{provisioning_status=\"ACTIVE\"} 2"),
             "{text}"
         );
+    }
+
+    fn fip(id: &str, port: Option<&str>) -> FloatingIp {
+        FloatingIp {
+            id: id.into(),
+            port_id: port.map(str::to_string),
+            ..FloatingIp::default()
+        }
+    }
+
+    #[test]
+    fn a_floating_ip_goes_only_when_free_and_unrecorded_on_two_passes() {
+        let fips = [
+            fip("on-vip", Some("p")),
+            fip("recorded", None),
+            fip("orphan", None),
+        ];
+        let recorded = BTreeSet::from(["recorded".to_string()]);
+        let (delete, suspects) = fip_orphans(&fips, &recorded, &BTreeSet::new());
+        assert!(delete.is_empty(), "first sight: suspect only");
+        assert_eq!(suspects, BTreeSet::from(["orphan".to_string()]));
+        let (delete, _) = fip_orphans(&fips, &recorded, &suspects);
+        assert_eq!(delete, ["orphan"]);
+        // Re-associated in between: not deleted.
+        let fips = [fip("orphan", Some("vip"))];
+        let (delete, suspects) = fip_orphans(&fips, &recorded, &suspects);
+        assert!(delete.is_empty() && suspects.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_floating_ip_pass_deletes_only_tagged_orphans_on_the_network() {
+        use kuryr_openstack::{FloatingIpCreate, fake::FakeNeutron};
+        let neutron = FakeNeutron::new();
+        let tags = vec!["cluster".to_string()];
+        let ours = neutron
+            .create_floating_ip(&FloatingIpCreate {
+                floating_network_id: "ext".into(),
+                tags: tags.clone(),
+                ..FloatingIpCreate::default()
+            })
+            .await
+            .expect("create");
+        let users = neutron.add_floating_ip("ext", "172.24.4.200");
+        let none = BTreeSet::new();
+        let (deleted, suspects) = fip_pass(&neutron, "ext", &tags, &none, &none)
+            .await
+            .expect("pass");
+        assert!(deleted.is_empty());
+        let (deleted, _) = fip_pass(&neutron, "ext", &tags, &none, &suspects)
+            .await
+            .expect("pass");
+        assert_eq!(deleted, [ours.id]);
+        let left: Vec<String> = neutron.floating_ips().into_iter().map(|f| f.id).collect();
+        assert_eq!(left, [users.id], "a user's address is never touched");
     }
 }
