@@ -578,3 +578,134 @@ async fn load_balancer_services_answer_from_outside_on_a_floating_ip() {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
+
+/// Octavia unreachable on the real cloud (issue 13 §5): with octavia-api stopped, a new Service
+/// gets Warning Events and the controller keeps running (same process, retrying with back-off);
+/// once Octavia is back the Service converges with exactly one load balancer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn octavia_outage_is_retried_with_events_and_converges_when_it_returns() {
+    use k8s_openapi::api::core::v1::Event;
+    use kube::{Api, api::ListParams};
+    const NS: &str = "svc-outage-e2e";
+    let _crashes = sandbox_guard::CrashGuard::new();
+    let (_dir, cluster) = start(|o| o.services = true);
+    let client = check(&cluster, "client", cluster.client().await);
+    check(&cluster, "namespace", pods::ensure_namespace(&client, NS).await);
+    let node = cluster.nodes.first().map(|n| n.name.clone());
+    check(
+        &cluster,
+        "create pod",
+        pods::create_pod_with_ports(&client, NS, "web-0", node.as_deref(), &[(8080, "TCP")]).await,
+    );
+    check(
+        &cluster,
+        "pod Ready",
+        pods::wait_ready(&client, &[(NS.into(), "web-0".into())], READY).await,
+    );
+    let controller_pid = cluster.pid("controller");
+
+    // Octavia goes away; whatever happens next, it comes back before the test ends.
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new(kuryr_e2e::cluster::repo_root().join("sandbox/up"))
+                .args(["--nodes", "2"])
+                .output();
+        }
+    }
+    let sandbox = kuryr_e2e::cluster::repo_root().join("sandbox");
+    check(
+        &cluster,
+        "stop octavia-api",
+        kuryr_e2e::cluster::run(
+            "sandbox/down --component octavia-api",
+            std::process::Command::new(sandbox.join("down")).args(["--component", "octavia-api"]),
+        ),
+    );
+    let restore = Restore;
+    let ports = [("http", 80, "TCP", 8080)];
+    let vip = check(
+        &cluster,
+        "create service",
+        svc::create_service(&client, NS, "web", &ports, Some(("app", "kuryr-e2e")), false).await,
+    );
+    let events: Api<Event> = Api::namespaced(client.clone(), NS);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let warning = loop {
+        let l = check(
+            &cluster,
+            "events",
+            events
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| kuryr_e2e::error::Error::Kube {
+                    what: "list events".into(),
+                    source: e,
+                }),
+        );
+        if let Some(e) = l.items.into_iter().find(|e| {
+            e.type_.as_deref() == Some("Warning")
+                && e.involved_object.kind.as_deref() == Some("Service")
+                && e.involved_object.name.as_deref() == Some("web")
+        }) {
+            break e;
+        }
+        assert_or_logs(
+            &cluster,
+            std::time::Instant::now() < deadline,
+            "no Warning Event on the Service while Octavia is down".into(),
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    eprintln!(
+        "while Octavia is down: {} {}",
+        warning.reason.unwrap_or_default(),
+        warning.message.unwrap_or_default()
+    );
+    // Some more seconds of outage: the controller retries, it does not die.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_or_logs(
+        &cluster,
+        cluster.pid("controller") == controller_pid && controller_pid.is_some(),
+        format!(
+            "the controller must survive the outage: pid {controller_pid:?} → {:?}",
+            cluster.pid("controller")
+        ),
+    );
+
+    // Octavia back: the Service converges, one load balancer.
+    drop(restore);
+    let t0 = std::time::Instant::now();
+    check(
+        &cluster,
+        "members",
+        svc::wait_members(&client, NS, "web", 1, Duration::from_secs(120)).await,
+    );
+    let views = check(
+        &cluster,
+        "collect",
+        pods::collect(&cluster, &client, &[NS.into()]).await,
+    );
+    let Some(pod) = views.first() else {
+        panic!("no pod collected")
+    };
+    let answer = svc::tcp_answer(&pod.netns, &vip, 80, Duration::from_secs(3)).await;
+    eprintln!(
+        "Octavia back: converged in {:?}, VIP answered {answer:?}",
+        t0.elapsed()
+    );
+    assert_or_logs(
+        &cluster,
+        answer == "web-0",
+        format!("VIP {vip} after the outage: {answer:?}"),
+    );
+    let lbs: Vec<_> = check(&cluster, "octavia", svc::lbs_tagged(&cluster.tag))
+        .into_iter()
+        .filter(|l| l.name == format!("{NS}/web"))
+        .collect();
+    assert_or_logs(
+        &cluster,
+        lbs.len() == 1,
+        format!("exactly one load balancer for {NS}/web: {lbs:?}"),
+    );
+}

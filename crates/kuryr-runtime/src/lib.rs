@@ -25,13 +25,18 @@ use kuryr_config::{Config, ConfigErrors, ConfigSources, Role};
 use tracing::info;
 
 /// An error and its `source()` chain on one line (`outer: cause: root cause`), for logs, Events
-/// and exit messages.
+/// and exit messages. A cause whose text is already in the line is skipped: several libraries
+/// (openstack_sdk, reqwest) put their source into their own message too, which otherwise
+/// repeated a whole URL three times in one Event.
 pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
+        let text = s.to_string();
+        if !text.is_empty() && !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
         source = s.source();
     }
     out
@@ -107,5 +112,15 @@ mod tests {
     fn error_chain_joins_causes() {
         let e = Outer(std::io::Error::other("root cause"));
         assert_eq!(error_chain(&e), "outer: root cause");
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("request failed: {0}")]
+    struct Folding(#[source] std::io::Error);
+
+    #[test]
+    fn error_chain_skips_causes_already_in_the_message() {
+        let e = Outer(std::io::Error::other(Folding(std::io::Error::other("refused"))));
+        assert_eq!(error_chain(&e), "outer: request failed: refused");
     }
 }
