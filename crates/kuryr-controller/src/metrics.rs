@@ -139,7 +139,8 @@ pub fn method_of(operation: &str) -> &'static str {
         | ops::LB_GET
         | ops::LB_STATUS
         | ops::LISTENER_LIST
-        | ops::FLOATINGIP_LIST => "GET",
+        | ops::FLOATINGIP_LIST
+        | ops::POOL_LIST => "GET",
         ops::PORT_BULK_CREATE
         | ops::NETWORK_CREATE
         | ops::SUBNET_CREATE
@@ -162,7 +163,9 @@ pub fn method_of(operation: &str) -> &'static str {
         | ops::FLOATINGIP_SET_TAGS
         | ops::ROUTER_ADD_INTERFACE
         | ops::ROUTER_REMOVE_INTERFACE
-        | ops::MEMBER_BATCH_UPDATE => "PUT",
+        | ops::MEMBER_BATCH_UPDATE
+        | ops::LISTENER_UPDATE
+        | ops::POOL_UPDATE => "PUT",
         // Unknown operations count as writes: never under-report writes.
         _ => "OTHER",
     }

@@ -38,6 +38,61 @@ pub async fn set_service_type(
         })
 }
 
+/// Merges `spec` into Service `ns/name`'s spec (`loadBalancerSourceRanges`, `sessionAffinity`…).
+pub async fn patch_service_spec(client: &Client, ns: &str, name: &str, spec: Value) -> Result<()> {
+    Api::<Service>::namespaced(client.clone(), ns)
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "spec": spec })),
+        )
+        .await
+        .map(|_| ())
+        .map_err(|source| Error::Kube {
+            what: format!("patch spec of service {ns}/{name}"),
+            source,
+        })
+}
+
+/// Waits for a Warning Event on Service `ns/name` whose message contains `text`; its message.
+pub async fn wait_warning(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    text: &str,
+    timeout: Duration,
+) -> Result<String> {
+    use k8s_openapi::api::core::v1::Event;
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let list = events
+            .list(&Default::default())
+            .await
+            .map_err(|source| Error::Kube {
+                what: format!("list events in {ns}"),
+                source,
+            })?;
+        if let Some(m) = list.items.into_iter().find_map(|e| {
+            let m = e.message.unwrap_or_default();
+            (e.type_.as_deref() == Some("Warning")
+                && e.involved_object.kind.as_deref() == Some("Service")
+                && e.involved_object.name.as_deref() == Some(name)
+                && m.contains(text))
+            .then_some(m)
+        }) {
+            return Ok(m);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(Error::Timeout {
+                what: format!("a Warning Event on service {ns}/{name} saying {text:?}"),
+                secs: timeout.as_secs(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// The IPs of Service `ns/name`'s `status.loadBalancer.ingress` (empty: none, or no Service).
 pub async fn ingress(client: &Client, ns: &str, name: &str) -> Result<Vec<String>> {
     let svc = Api::<Service>::namespaced(client.clone(), ns)

@@ -552,6 +552,30 @@ async fn load_balancer_services_answer_from_outside_on_a_floating_ip() {
         "ingress",
         pip::wait_ingress(&client, NS, "web2", false, LB_WAIT).await,
     );
+    // loadBalancerSourceRanges and sessionAffinity: the ovn provider has neither (no listener
+    // ACLs, no session persistence): each named in a Warning Event on the Service.
+    check(
+        &cluster,
+        "source ranges",
+        pip::patch_service_spec(
+            &client,
+            NS,
+            "web2",
+            serde_json::json!({"loadBalancerSourceRanges": ["192.0.2.0/24"], "sessionAffinity": "ClientIP"}),
+        )
+        .await,
+    );
+    for text in [
+        "loadBalancerSourceRanges: the ovn provider",
+        "sessionAffinity ClientIP: the ovn provider",
+    ] {
+        let m = check(
+            &cluster,
+            "warning",
+            pip::wait_warning(&client, NS, "web2", text, Duration::from_secs(30)).await,
+        );
+        eprintln!("Warning on {NS}/web2: {m}");
+    }
     check(
         &cluster,
         "delete namespace",

@@ -79,6 +79,12 @@ pub mod ops {
     pub const LISTENER_CREATE: &str = "listener_create";
     /// `DELETE /v2/lbaas/listeners/{id}`.
     pub const LISTENER_DELETE: &str = "listener_delete";
+    /// `PUT /v2/lbaas/listeners/{id}`.
+    pub const LISTENER_UPDATE: &str = "listener_update";
+    /// `GET /v2/lbaas/pools?loadbalancer_id=...`.
+    pub const POOL_LIST: &str = "pool_list";
+    /// `PUT /v2/lbaas/pools/{id}`.
+    pub const POOL_UPDATE: &str = "pool_update";
     /// `POST /v2/lbaas/pools`.
     pub const POOL_CREATE: &str = "pool_create";
     /// `DELETE /v2/lbaas/pools/{id}`.

@@ -65,6 +65,14 @@ pub struct KuryrLoadBalancerSpec {
     /// Listener member inactivity timeout (ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_member_data: Option<i64>,
+    /// kuryr-rs (not upstream): a LoadBalancer Service's `loadBalancerSourceRanges`, the
+    /// listeners' `allowed_cidrs` where the provider has them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_ranges: Option<Vec<String>>,
+    /// kuryr-rs (not upstream): the Service's `sessionAffinity` when `ClientIP` (pools get
+    /// `SOURCE_IP` persistence where the provider has it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_affinity: Option<String>,
 }
 
 /// An endpoint slice as upstream copies it from `discovery.k8s.io/v1`.

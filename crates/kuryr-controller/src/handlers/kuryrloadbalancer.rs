@@ -28,7 +28,7 @@ use kuryr_types::{
 use tracing::{error, info, warn};
 
 use self::desired::{LbSettings, SubnetMap};
-use self::plan::{LbObserved, PENDING_POLL, Step};
+use self::plan::{LbObserved, LbOptions, PENDING_POLL, Step};
 use self::public_ip::FipObserved;
 use super::scaffold::{self, ErrorKind, Flow, Handler, HandlerError, Plan, Then, api_code, kube_kind};
 use crate::{Context, drivers::Reflected, finalizer};
@@ -142,6 +142,8 @@ pub struct KlbHandler {
     settings: LbSettings,
     /// `settings.tags`, shared with every observation.
     tags: Arc<[String]>,
+    /// What each KLB (`ns/name`) was last warned about (see `LbObserved::unsupported_warned`).
+    warned: std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>,
     networks: Reflected<KuryrNetwork>,
     /// `[neutron_defaults] pod_subnet` as (CIDR, ID), read once at start.
     pod_subnet: Option<(String, String)>,
@@ -236,6 +238,22 @@ impl KlbHandler {
             _ => None,
         };
         let desired = desired::desired(klb, &self.settings, self.octavia.version(), &self.subnets());
+        let options = match (&lb, &desired) {
+            (Some(lb), Ok(d)) if d.options_apply && lb.provisioning_status == status::ACTIVE => {
+                let listeners = self
+                    .octavia
+                    .list_listeners(&lb.id)
+                    .await
+                    .map_err(Self::octavia_err("listing listeners", &name))?;
+                let pools = self
+                    .octavia
+                    .list_pools(&lb.id)
+                    .await
+                    .map_err(Self::octavia_err("listing pools", &name))?;
+                Some(LbOptions { listeners, pools })
+            }
+            _ => None,
+        };
         let status = klb.status.clone().unwrap_or_default();
         let want_public = desired.as_ref().ok().and_then(|d| d.public_ip.clone());
         let fip = if want_public.is_some() || status.service_pub_ip_info.is_some() {
@@ -249,7 +267,9 @@ impl KlbHandler {
         } else {
             FipObserved::default()
         };
+        let unsupported_warned = self.already_warned(&name, &desired);
         Ok(LbObserved {
+            unsupported_warned,
             klb: klb.clone(),
             deleting: klb.metadata.deletion_timestamp.is_some(),
             has_finalizer: klb.finalizers().iter().any(|f| f == KURYRLB_FINALIZER),
@@ -257,9 +277,20 @@ impl KlbHandler {
             tree,
             desired,
             status,
+            options,
             fip,
             tags: self.tags.clone(),
         })
+    }
+
+    /// Whether the Service of `key` was already told about exactly what `desired` cannot do.
+    fn already_warned(&self, key: &str, desired: &Result<desired::DesiredLb, desired::SpecError>) -> bool {
+        let Ok(d) = desired else { return true };
+        let warned = self
+            .warned
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        warned.get(key).is_some_and(|w| w == &d.unsupported)
     }
 
     /// After a write: waits up to [`SETTLE_WAIT`] for the load balancer to leave `PENDING_*`,
@@ -297,29 +328,20 @@ impl KlbHandler {
         })
     }
 
-    async fn patch_status(
+    /// Writes the given members of the KLB's status (a JSON merge patch on the object: upstream's
+    /// CRD has no status subresource). Only the fields a step owns are sent, so a write planned
+    /// from a lagging cache never erases another field written meanwhile (the floating IP's
+    /// record, written by its own steps). A KLB already gone is fine.
+    async fn patch_status_fields(
         &self,
         klb: &KuryrLoadBalancer,
-        st: &kuryr_types::KuryrLoadBalancerStatus,
+        fields: serde_json::Value,
     ) -> Result<(), Error> {
         let api: Api<KuryrLoadBalancer> =
             Api::namespaced(self.client.clone(), &klb.namespace().unwrap_or_default());
-        // Upstream's CRD has no status subresource: status is written on the object itself,
-        // as one JSON-patch `add` of the whole status (an add replaces an existing member).
-        let value = serde_json::to_value(st).map_err(|e| Error::Status {
-            klb: Self::key(klb),
-            message: e.to_string(),
-        })?;
-        let patch = json_patch::Patch(vec![json_patch::PatchOperation::Add(json_patch::AddOperation {
-            path: json_patch::jsonptr::PointerBuf::from_tokens(["status"]),
-            value,
-        })]);
+        let patch = serde_json::json!({ "status": fields });
         match api
-            .patch(
-                &klb.name_any(),
-                &PatchParams::default(),
-                &Patch::Json::<()>(patch),
-            )
+            .patch(&klb.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
             Ok(_) => Ok(()),
@@ -330,6 +352,28 @@ impl KlbHandler {
                 source,
             }),
         }
+    }
+
+    /// Writes what the load-balancer steps own of `st`: the load balancer, listeners, pools and
+    /// members (not the floating IP's record).
+    async fn patch_status(
+        &self,
+        klb: &KuryrLoadBalancer,
+        st: &kuryr_types::KuryrLoadBalancerStatus,
+    ) -> Result<(), Error> {
+        let render = |v: serde_json::Result<serde_json::Value>| {
+            v.map_err(|e| Error::Status {
+                klb: Self::key(klb),
+                message: e.to_string(),
+            })
+        };
+        let fields = serde_json::json!({
+            "loadbalancer": render(serde_json::to_value(&st.loadbalancer))?,
+            "listeners": render(serde_json::to_value(&st.listeners))?,
+            "pools": render(serde_json::to_value(&st.pools))?,
+            "members": render(serde_json::to_value(&st.members))?,
+        });
+        self.patch_status_fields(klb, fields).await
     }
 
     fn service_ref(klb: &KuryrLoadBalancer) -> ObjectReference {
@@ -460,7 +504,7 @@ impl KlbHandler {
                     protocol_port: d.port,
                     timeout_client_data: want.and_then(|w| w.timeout_client_data),
                     timeout_member_data: want.and_then(|w| w.timeout_member_data),
-                    allowed_cidrs: None,
+                    allowed_cidrs: d.allowed_cidrs.clone(),
                     tags: self.settings.tags.clone(),
                 };
                 self.octavia
@@ -485,7 +529,7 @@ impl KlbHandler {
                     name: listener.name.clone(),
                     protocol: listener.protocol.clone(),
                     lb_algorithm: algorithm,
-                    source_ip_persistence: false,
+                    source_ip_persistence: listener.source_ip_persistence,
                     tags: self.settings.tags.clone(),
                 };
                 self.octavia
@@ -507,6 +551,32 @@ impl KlbHandler {
                 info!(lb = %name, pool = %pool_name, members = members.len(), "members updated");
                 self.settle(klb, &lb_id).await
             }
+            Step::UpdateListenerCidrs {
+                id,
+                name: lname,
+                cidrs,
+            } => {
+                let lb_id = o.lb.as_ref().map(|l| l.id.clone()).unwrap_or_default();
+                self.octavia
+                    .update_listener_allowed_cidrs(&id, cidrs.as_deref())
+                    .await
+                    .map_err(Self::octavia_err("setting a listener's allowed_cidrs", &name))?;
+                info!(lb = %name, listener = %lname, ?cidrs, "listener allowed_cidrs set");
+                self.settle(klb, &lb_id).await
+            }
+            Step::UpdatePoolPersistence {
+                id,
+                name: pname,
+                source_ip,
+            } => {
+                let lb_id = o.lb.as_ref().map(|l| l.id.clone()).unwrap_or_default();
+                self.octavia
+                    .update_pool_persistence(&id, source_ip)
+                    .await
+                    .map_err(Self::octavia_err("setting a pool's session persistence", &name))?;
+                info!(lb = %name, pool = %pname, source_ip, "pool session persistence set");
+                self.settle(klb, &lb_id).await
+            }
             Step::WriteStatus(st) => {
                 self.patch_status(klb, &st).await?;
                 if o.status.listeners.is_none() {
@@ -522,13 +592,20 @@ impl KlbHandler {
                 Ok(Flow::Next)
             }
             Step::WarnUnsupported(what) => {
+                self.warned
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(name.clone(), what.clone());
                 for w in what {
+                    // The Event recorder folds Events of the same object, reason and action
+                    // into one series keeping the first note: one action per option keeps
+                    // each note visible.
                     self.events
                         .warning(
                             &Self::service_ref(klb),
                             "KuryrUnsupportedLBOption",
                             format!("not applied: {w}"),
-                            "Create",
+                            option_of(&w),
                         )
                         .await;
                 }
@@ -553,6 +630,10 @@ impl KlbHandler {
                 finalizer::remove(&api, klb, KURYRLB_FINALIZER)
                     .await
                     .map_err(kerr("removing the finalizer"))?;
+                self.warned
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .remove(&name);
                 info!(lb = %name, "load balancer released");
                 Ok(Flow::Stop(Then::AwaitChange))
             }
@@ -582,6 +663,15 @@ impl Handler for KlbHandler {
     fn event_target(&self, obj: &KuryrLoadBalancer) -> ObjectReference {
         Self::service_ref(obj)
     }
+}
+
+/// The option an "unsupported" line is about (its first word: `loadBalancerSourceRanges`,
+/// `sessionAffinity`, `listener`, `port`, `type`), as an Event action.
+fn option_of(line: &str) -> &str {
+    line.split([' ', ':'])
+        .next()
+        .filter(|w| !w.is_empty())
+        .unwrap_or("Create")
 }
 
 /// Whether Octavia (or its provider) refused a fully populated create as such (400, 501).
@@ -672,6 +762,7 @@ pub async fn run_with(
         octavia,
         neutron,
         tags: settings.tags.clone().into(),
+        warned: Default::default(),
         settings,
         networks,
         pod_subnet,

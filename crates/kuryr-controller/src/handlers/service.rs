@@ -81,25 +81,9 @@ pub struct SvcHandler {
     settings: SvcSettings,
     klbs: Reflected<KuryrLoadBalancer>,
     slices: Reflected<EndpointSlice>,
-    events: crate::events::Events,
 }
 
-impl SvcHandler {
-    /// What the Service asks that kuryr-rs does not do yet ([`plan::unsupported`]): one Warning
-    /// Event each, rather than silence.
-    async fn warn_unsupported(&self, svc: &Service) {
-        for what in plan::unsupported(svc) {
-            self.events
-                .warning(
-                    &kube::Resource::object_ref(svc, &()),
-                    "KuryrUnsupportedLBOption",
-                    what.to_string(),
-                    "Create",
-                )
-                .await;
-        }
-    }
-}
+impl SvcHandler {}
 
 /// The Service settings from `kuryr.conf`.
 pub fn settings(config: &kuryr_config::Config) -> SvcSettings {
@@ -199,7 +183,6 @@ impl Handler for SvcHandler {
                 return Ok(Flow::Replan(next));
             }
             Step::CreateKlb(spec) => {
-                self.warn_unsupported(&o.svc).await;
                 let klb = plan::new_klb(&o.svc, *spec);
                 match klbs.create(&PostParams::default(), &klb).await {
                     Ok(_) => info!(svc = %key, "KuryrLoadBalancer created"),
@@ -211,7 +194,6 @@ impl Handler for SvcHandler {
                 }
             }
             Step::UpdateKlb(spec) => {
-                self.warn_unsupported(&o.svc).await;
                 // Never a `spec: null` patch: a spec that does not render is skipped loudly.
                 let mut v = match serde_json::to_value(&*spec) {
                     Ok(v) => v,
@@ -233,6 +215,8 @@ impl Handler for SvcHandler {
                         "provider",
                         "timeout_client_data",
                         "timeout_member_data",
+                        "source_ranges",
+                        "session_affinity",
                     ] {
                         m.entry(k).or_insert(serde_json::Value::Null);
                     }
@@ -280,7 +264,6 @@ pub async fn start(ctx: Arc<Context>) {
         settings: settings(&ctx.config),
         klbs,
         slices,
-        events: ctx.events.clone(),
     });
     let client = ctx.client.clone();
     let controller = Controller::new(Api::<Service>::all(client.clone()), watcher::Config::default())

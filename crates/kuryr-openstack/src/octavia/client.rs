@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::Octavia;
 use super::model::{
-    ApiVersion, LbCreate, LbFilter, Listener, ListenerCreate, LoadBalancer, MemberSpec, PoolCreate,
+    ApiVersion, LbCreate, LbFilter, Listener, ListenerCreate, LoadBalancer, MemberSpec, Pool, PoolCreate,
     StatusTree,
 };
 use crate::api::BoxFuture;
@@ -202,6 +202,44 @@ impl Octavia for OpenStackOctavia {
             format!("lbaas/listeners/{}", seg(id)),
             Query::new(),
         ))
+    }
+
+    fn update_listener_allowed_cidrs<'a>(
+        &'a self,
+        id: &'a str,
+        cidrs: Option<&'a [String]>,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let body = json!({ "listener": { "allowed_cidrs": cidrs } });
+            let path = format!("lbaas/listeners/{}", seg(id));
+            self.transport
+                .call(ops::LISTENER_UPDATE, Method::PUT, path, Query::new(), Some(body))
+                .await
+                .map(|_| ())
+        })
+    }
+
+    fn list_pools<'a>(&'a self, lb_id: &'a str) -> BoxFuture<'a, Result<Vec<Pool>>> {
+        Box::pin(async move {
+            let q = vec![("loadbalancer_id".to_string(), lb_id.to_string())];
+            let body = self
+                .transport
+                .call(ops::POOL_LIST, Method::GET, "lbaas/pools".into(), q, None)
+                .await?;
+            decode(ops::POOL_LIST, &body, "pools")
+        })
+    }
+
+    fn update_pool_persistence<'a>(&'a self, id: &'a str, source_ip: bool) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let persistence = source_ip.then(|| json!({ "type": "SOURCE_IP" }));
+            let body = json!({ "pool": { "session_persistence": persistence } });
+            let path = format!("lbaas/pools/{}", seg(id));
+            self.transport
+                .call(ops::POOL_UPDATE, Method::PUT, path, Query::new(), Some(body))
+                .await
+                .map(|_| ())
+        })
     }
 
     fn create_pool<'a>(&'a self, p: &'a PoolCreate) -> BoxFuture<'a, Result<String>> {

@@ -8,8 +8,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::Octavia;
 use super::model::{
-    ApiVersion, LbCreate, LbFilter, Listener, ListenerCreate, LoadBalancer, MemberSpec, PoolCreate,
-    StatusTree, TreeListener, TreeMember, TreePool, status,
+    ApiVersion, LbCreate, LbFilter, Listener, ListenerCreate, LoadBalancer, MemberSpec, Pool, PoolCreate,
+    SessionPersistence, StatusTree, TreeListener, TreeMember, TreePool, status,
 };
 use crate::api::BoxFuture;
 use crate::error::{Error, Result};
@@ -28,6 +28,7 @@ struct FakeLb {
 struct FakePool {
     id: String,
     name: String,
+    source_ip_persistence: bool,
     members: Vec<(String, MemberSpec)>,
 }
 
@@ -174,6 +175,8 @@ impl FakeOctavia {
             ops::POOL_CREATE,
             ops::POOL_DELETE,
             ops::MEMBER_BATCH_UPDATE,
+            ops::LISTENER_UPDATE,
+            ops::POOL_UPDATE,
         ]
         .iter()
         .map(|op| self.calls(op))
@@ -289,6 +292,7 @@ impl Octavia for FakeOctavia {
                     Some(FakePool {
                         id: pid,
                         name: f.pool.name.clone(),
+                        source_ip_persistence: f.pool.source_ip_persistence,
                         members,
                     }),
                 ));
@@ -429,6 +433,62 @@ impl Octavia for FakeOctavia {
         })
     }
 
+    fn update_listener_allowed_cidrs<'a>(
+        &'a self,
+        id: &'a str,
+        cidrs: Option<&'a [String]>,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let op = ops::LISTENER_UPDATE;
+            let mut st = self.lock();
+            st.begin(op)?;
+            let lb_id = st.lb_of_listener(id).ok_or_else(|| not_found(op, id))?;
+            let lb = st.lock_for_write(op, &lb_id)?;
+            for (l, _) in lb.listeners.iter_mut().filter(|(l, _)| l.id == id) {
+                l.allowed_cidrs = cidrs.map(<[String]>::to_vec);
+            }
+            Ok(())
+        })
+    }
+
+    fn list_pools<'a>(&'a self, lb_id: &'a str) -> BoxFuture<'a, Result<Vec<Pool>>> {
+        Box::pin(async move {
+            let mut st = self.lock();
+            st.begin(ops::POOL_LIST)?;
+            let l = st
+                .lbs
+                .get(lb_id)
+                .ok_or_else(|| not_found(ops::POOL_LIST, lb_id))?;
+            Ok(l.listeners
+                .iter()
+                .filter_map(|(_, p)| p.as_ref())
+                .map(|p| Pool {
+                    id: p.id.clone(),
+                    name: p.name.clone(),
+                    session_persistence: p.source_ip_persistence.then(|| SessionPersistence {
+                        type_: "SOURCE_IP".into(),
+                    }),
+                })
+                .collect())
+        })
+    }
+
+    fn update_pool_persistence<'a>(&'a self, id: &'a str, source_ip: bool) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let op = ops::POOL_UPDATE;
+            let mut st = self.lock();
+            st.begin(op)?;
+            let lb_id = st.lb_of_pool(id).ok_or_else(|| not_found(op, id))?;
+            let lb = st.lock_for_write(op, &lb_id)?;
+            for p in lb.listeners.iter_mut().filter_map(|(_, p)| p.as_mut()) {
+                if p.id == id {
+                    p.source_ip_persistence = source_ip;
+                }
+            }
+            Ok(())
+        })
+    }
+
     fn create_pool<'a>(&'a self, c: &'a PoolCreate) -> BoxFuture<'a, Result<String>> {
         Box::pin(async move {
             let op = ops::POOL_CREATE;
@@ -452,6 +512,7 @@ impl Octavia for FakeOctavia {
                     *p = Some(FakePool {
                         id: id.clone(),
                         name: c.name.clone(),
+                        source_ip_persistence: c.source_ip_persistence,
                         members: Vec::new(),
                     });
                 }

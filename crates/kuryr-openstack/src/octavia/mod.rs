@@ -11,8 +11,8 @@ pub mod model;
 
 pub use client::OpenStackOctavia;
 pub use model::{
-    ApiVersion, FullListener, LbCreate, LbFilter, Listener, ListenerCreate, LoadBalancer, MemberSpec,
-    PoolCreate, StatusTree, TreeListener, TreeMember, TreePool, status,
+    ApiVersion, FullListener, LbCreate, LbFilter, Listener, ListenerCreate, LoadBalancer, MemberSpec, Pool,
+    PoolCreate, SessionPersistence, StatusTree, TreeListener, TreeMember, TreePool, status,
 };
 
 use crate::api::BoxFuture;
@@ -48,6 +48,19 @@ pub trait Octavia: Send + Sync {
 
     /// Deletes a listener; already gone is success.
     fn delete_listener<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>>;
+
+    /// Sets (`Some`) or clears (`None`) a listener's `allowed_cidrs` (API 2.12+).
+    fn update_listener_allowed_cidrs<'a>(
+        &'a self,
+        id: &'a str,
+        cidrs: Option<&'a [String]>,
+    ) -> BoxFuture<'a, Result<()>>;
+
+    /// The pools of a load balancer.
+    fn list_pools<'a>(&'a self, lb_id: &'a str) -> BoxFuture<'a, Result<Vec<Pool>>>;
+
+    /// Turns a pool's `SOURCE_IP` session persistence on or off.
+    fn update_pool_persistence<'a>(&'a self, id: &'a str, source_ip: bool) -> BoxFuture<'a, Result<()>>;
 
     /// Creates a pool as a listener's default pool; returns its ID.
     fn create_pool<'a>(&'a self, p: &'a PoolCreate) -> BoxFuture<'a, Result<String>>;

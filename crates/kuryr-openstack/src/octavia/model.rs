@@ -198,6 +198,36 @@ pub struct Listener {
     pub allowed_cidrs: Option<Vec<String>>,
 }
 
+/// A pool as listed (the session persistence the status tree lacks).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
+pub struct Pool {
+    /// ID.
+    pub id: String,
+    /// Name.
+    #[serde(default, deserialize_with = "null_string")]
+    pub name: String,
+    /// `{"type": "SOURCE_IP" | "HTTP_COOKIE" | "APP_COOKIE", …}` or none.
+    #[serde(default)]
+    pub session_persistence: Option<SessionPersistence>,
+}
+
+impl Pool {
+    /// Whether the pool keeps a client on one member by source address.
+    pub fn source_ip_persistence(&self) -> bool {
+        self.session_persistence
+            .as_ref()
+            .is_some_and(|s| s.type_ == "SOURCE_IP")
+    }
+}
+
+/// A pool's session persistence.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
+pub struct SessionPersistence {
+    /// Its type.
+    #[serde(rename = "type", default, deserialize_with = "null_string")]
+    pub type_: String,
+}
+
 /// `POST /v2/lbaas/loadbalancers`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LbCreate {

@@ -50,6 +50,11 @@ impl SubnetMap {
         }
     }
 
+    /// Every subnet's CIDR (`10.0.1.0/24`).
+    pub fn cidrs(&self) -> impl Iterator<Item = String> + '_ {
+        self.0.iter().map(|(net, len, _)| format!("{net}/{len}"))
+    }
+
     /// The subnet containing `ip` (the longest prefix).
     pub fn subnet_of(&self, ip: &str) -> Option<&str> {
         let ip: IpAddr = ip.parse().ok()?;
@@ -96,6 +101,10 @@ pub struct DesiredListener {
     pub port: i32,
     /// Members, sorted.
     pub members: Vec<MemberSpec>,
+    /// `allowed_cidrs` (sorted; `None`: every source).
+    pub allowed_cidrs: Option<Vec<String>>,
+    /// `SOURCE_IP` session persistence on the pool.
+    pub source_ip_persistence: bool,
 }
 
 /// The whole load balancer a KuryrLoadBalancer asks for.
@@ -121,6 +130,9 @@ pub struct DesiredLb {
     pub listeners: Vec<DesiredListener>,
     /// The floating IP (`type: LoadBalancer` with an external network configured).
     pub public_ip: Option<PublicIp>,
+    /// Listener ACLs and session persistence are the provider's to apply (not `ovn`): the
+    /// handler reads the listeners and pools to compare them.
+    pub options_apply: bool,
     /// What the spec asks that the provider cannot do (one Warning Event each).
     pub unsupported: Vec<String>,
 }
@@ -167,6 +179,7 @@ pub fn desired(
         timeout_client_data = None;
         timeout_member_data = None;
     }
+    let (allowed_cidrs, source_ip_persistence) = options(klb, ovn, version, subnets, &mut unsupported);
     let mut listeners = Vec::new();
     let mut seen_ports = BTreeSet::new();
     for p in spec.ports.iter().flatten() {
@@ -187,6 +200,8 @@ pub fn desired(
             members: members_of(klb, p.name.as_deref(), &protocol, s, subnets),
             protocol,
             port: p.port,
+            allowed_cidrs: allowed_cidrs.clone(),
+            source_ip_persistence,
         });
     }
     listeners.sort_by(|a, b| a.name.cmp(&b.name));
@@ -220,8 +235,70 @@ pub fn desired(
         timeout_member_data,
         listeners,
         public_ip,
+        options_apply: !ovn,
         unsupported,
     })
+}
+
+/// Whether `s` is an IPv4 or IPv6 CIDR (`192.0.2.0/24`).
+fn is_cidr(s: &str) -> bool {
+    let Some((ip, len)) = s.split_once('/') else {
+        return false;
+    };
+    match (ip.parse::<IpAddr>(), len.parse::<u8>()) {
+        (Ok(IpAddr::V4(_)), Ok(l)) => l <= 32,
+        (Ok(IpAddr::V6(_)), Ok(l)) => l <= 128,
+        _ => false,
+    }
+}
+
+/// The listeners' `allowed_cidrs` and the pools' `SOURCE_IP` persistence `klb` asks for, where
+/// the provider has them (else a line in `unsupported` saying so). Kubernetes restricts only
+/// the load balancer's external clients with `loadBalancerSourceRanges`; here the listener
+/// also serves the ClusterIP, so the pod subnets are always allowed too (host-network clients,
+/// whose node addresses kuryr does not know, are not).
+fn options(
+    klb: &KuryrLoadBalancer,
+    ovn: bool,
+    version: ApiVersion,
+    subnets: &SubnetMap,
+    unsupported: &mut Vec<String>,
+) -> (Option<Vec<String>>, bool) {
+    let spec = &klb.spec;
+    let mut allowed = None;
+    let ranges: Vec<&str> = spec.source_ranges.iter().flatten().map(|r| r.trim()).collect();
+    if !ranges.is_empty() {
+        let (good, bad): (Vec<&str>, Vec<&str>) = ranges.into_iter().partition(|r| is_cidr(r));
+        if !bad.is_empty() {
+            unsupported.push(format!("loadBalancerSourceRanges {bad:?}: not CIDRs, ignored"));
+        }
+        if ovn {
+            unsupported.push(
+                "loadBalancerSourceRanges: the ovn provider has no listener ACLs (allowed_cidrs); every \
+                 source can connect (restrict it with security groups or a NetworkPolicy)"
+                    .to_string(),
+            );
+        } else if !version.allowed_cidrs() {
+            unsupported.push(format!(
+                "loadBalancerSourceRanges: Octavia {version} < v2.12 has no listener allowed_cidrs; every \
+                 source can connect"
+            ));
+        } else if !good.is_empty() {
+            let mut all: BTreeSet<String> = good.into_iter().map(str::to_string).collect();
+            all.extend(subnets.cidrs());
+            allowed = Some(all.into_iter().collect());
+        }
+    }
+    let mut persistence = spec.session_affinity.as_deref() == Some("ClientIP");
+    if persistence && ovn {
+        unsupported.push(
+            "sessionAffinity ClientIP: the ovn provider has no session persistence; connections are \
+             spread by source address and port"
+                .to_string(),
+        );
+        persistence = false;
+    }
+    (allowed, persistence)
 }
 
 /// The members of the Service port named `port_name` (`None`/empty: the unnamed port) on
@@ -300,7 +377,7 @@ pub fn create_body(d: &DesiredLb, tags: &[String], full: bool) -> kuryr_openstac
                     protocol_port: l.port,
                     timeout_client_data: d.timeout_client_data,
                     timeout_member_data: d.timeout_member_data,
-                    allowed_cidrs: None,
+                    allowed_cidrs: l.allowed_cidrs.clone(),
                     tags: tags.to_vec(),
                 },
                 pool: PoolCreate {
@@ -308,7 +385,7 @@ pub fn create_body(d: &DesiredLb, tags: &[String], full: bool) -> kuryr_openstac
                     name: l.name.clone(),
                     protocol: l.protocol.clone(),
                     lb_algorithm: d.lb_algorithm.clone(),
-                    source_ip_persistence: false,
+                    source_ip_persistence: l.source_ip_persistence,
                     tags: tags.to_vec(),
                 },
                 members: l.members.clone(),

@@ -172,11 +172,15 @@ impl KlbHandler {
                     .await;
             }
             FipStep::Record(info) => {
-                let mut st = o.status.clone();
-                st.service_pub_ip_info = info;
-                self.patch_status(klb, &st).await?;
-                next.status = st;
-                return Ok(Flow::Replan(next));
+                let value = serde_json::to_value(&info).map_err(|e| Error::Status {
+                    klb: name.clone(),
+                    message: e.to_string(),
+                })?;
+                self.patch_status_fields(klb, json!({ "service_pub_ip_info": value }))
+                    .await?;
+                next.status.service_pub_ip_info = info;
+                // Fall through: the floating IPs are looked at again for the new record (a
+                // replan on the old observation would not find the recorded one).
             }
             FipStep::Ingress(addr) => {
                 self.patch_ingress(klb, addr.as_deref()).await?;

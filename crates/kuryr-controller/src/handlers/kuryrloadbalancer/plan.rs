@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kuryr_openstack::octavia::{LoadBalancer, MemberSpec, StatusTree, status};
+use kuryr_openstack::octavia::{Listener, LoadBalancer, MemberSpec, Pool, StatusTree, status};
 use kuryr_types::kuryrloadbalancer as klb;
 
 use super::desired::{DesiredLb, DesiredListener, SpecError};
@@ -35,10 +35,25 @@ pub struct LbObserved {
     pub desired: Result<DesiredLb, SpecError>,
     /// The KLB's status now.
     pub status: klb::KuryrLoadBalancerStatus,
+    /// The listeners and pools as listed (for their ACLs and session persistence; read only
+    /// when the provider applies them and the load balancer is ACTIVE).
+    pub options: Option<LbOptions>,
     /// Floating IP and Service ingress (read only when a public IP is wanted or recorded).
     pub fip: FipObserved,
+    /// The handler already told the Service about exactly `desired.unsupported` (Warning
+    /// Events go out once per change of that list, not on every pass).
+    pub unsupported_warned: bool,
     /// The tags kuryr puts on what it creates (to tell its floating IPs from a user's).
     pub tags: Arc<[String]>,
+}
+
+/// Listeners and pools as Octavia lists them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LbOptions {
+    /// Listeners.
+    pub listeners: Vec<Listener>,
+    /// Pools.
+    pub pools: Vec<Pool>,
 }
 
 /// One step.
@@ -81,6 +96,24 @@ pub enum Step {
         pool_name: String,
         /// The members.
         members: Vec<MemberSpec>,
+    },
+    /// Set a listener's `allowed_cidrs` (`None`: every source).
+    UpdateListenerCidrs {
+        /// Listener ID.
+        id: String,
+        /// Listener name.
+        name: String,
+        /// The CIDRs.
+        cidrs: Option<Vec<String>>,
+    },
+    /// Turn a pool's `SOURCE_IP` persistence on or off.
+    UpdatePoolPersistence {
+        /// Pool ID.
+        id: String,
+        /// Pool name.
+        name: String,
+        /// On.
+        source_ip: bool,
     },
     /// Write this status.
     WriteStatus(Box<klb::KuryrLoadBalancerStatus>),
@@ -244,19 +277,52 @@ pub fn plan(o: &LbObserved) -> Plan<Step> {
                 },
             );
         }
+        if let Some(step) = options_step(o.options.as_ref(), &l.id, &pool.id, d) {
+            return one("listener or pool options differ", step);
+        }
     }
     if let Some(p) = public_ip_step(o, Some(&lb.vip_port_id), false) {
         return p;
     }
     let st = status_of(lb, tree, want, &o.status);
+    let mut steps = Vec::new();
     if st != o.status {
-        let mut steps = vec![Step::WriteStatus(Box::new(st))];
-        if !want.unsupported.is_empty() {
-            steps.push(Step::WarnUnsupported(want.unsupported.clone()));
-        }
+        steps.push(Step::WriteStatus(Box::new(st)));
+    }
+    if !want.unsupported.is_empty() && !o.unsupported_warned {
+        steps.push(Step::WarnUnsupported(want.unsupported.clone()));
+    }
+    if !steps.is_empty() {
         return Plan::steps("load balancer converged; recording it", steps, Then::Periodic);
     }
     Plan::nothing("load balancer up to date", Then::Periodic)
+}
+
+/// The step bringing a listener's ACL or its pool's persistence to what `d` asks, if any.
+fn options_step(
+    opts: Option<&LbOptions>,
+    listener_id: &str,
+    pool_id: &str,
+    d: &DesiredListener,
+) -> Option<Step> {
+    let opts = opts?;
+    if let Some(l) = opts.listeners.iter().find(|l| l.id == listener_id) {
+        let mut have: Vec<String> = l.allowed_cidrs.clone().unwrap_or_default();
+        have.sort();
+        if have != d.allowed_cidrs.clone().unwrap_or_default() {
+            return Some(Step::UpdateListenerCidrs {
+                id: l.id.clone(),
+                name: d.name.clone(),
+                cidrs: d.allowed_cidrs.clone(),
+            });
+        }
+    }
+    let p = opts.pools.iter().find(|p| p.id == pool_id)?;
+    (p.source_ip_persistence() != d.source_ip_persistence).then(|| Step::UpdatePoolPersistence {
+        id: p.id.clone(),
+        name: d.name.clone(),
+        source_ip: d.source_ip_persistence,
+    })
 }
 
 /// The status recording `lb` and `tree` (`current`'s floating IP kept).

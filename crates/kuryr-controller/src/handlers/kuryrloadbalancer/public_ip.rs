@@ -74,6 +74,14 @@ fn info(f: &FloatingIp, method: &str) -> ServicePubIpInfo {
     }
 }
 
+/// The recorded floating IP as observed (looked up by ID, or seen on the VIP port).
+fn recorded<'a>(obs: &'a FipObserved, r: &ServicePubIpInfo) -> Option<&'a FloatingIp> {
+    obs.recorded
+        .as_ref()
+        .filter(|f| f.id == r.ip_id)
+        .or_else(|| obs.on_vip.iter().find(|f| f.id == r.ip_id))
+}
+
 /// Whether the recorded address is still what `want` asks for. Any address serves a Service
 /// that names none: `loadBalancerIP` removed keeps the address it had (as
 /// cloud-provider-openstack does) rather than swapping it under the Service's clients.
@@ -101,7 +109,7 @@ pub fn next(
     if let Some(r) = rec
         && !recorded_still_wanted(want, r)
     {
-        if let Some(f) = obs.recorded.as_ref().filter(|f| f.id == r.ip_id) {
+        if let Some(f) = recorded(obs, r) {
             if r.alloc_method != ALLOC_USER {
                 return Some(FipStep::Delete(f.id.clone()));
             }
@@ -129,7 +137,7 @@ pub fn next(
     let vip_port = vip_port?;
     // 3. The wanted address on the VIP and recorded.
     match (want, rec) {
-        (PublicIp::Pool, Some(_)) => match &obs.recorded {
+        (PublicIp::Pool, Some(r)) => match recorded(obs, r) {
             Some(f) if f.port_id.as_deref() == Some(vip_port) => {}
             // Its load balancer was recreated: the address stays the Service's.
             Some(f) if f.port_id.is_none() => return Some(FipStep::Associate(f.id.clone())),

@@ -178,6 +178,8 @@ fn observed(
         tree,
         desired: desired(k, &settings(), V, &subnets()),
         status: k.status.clone().unwrap_or_default(),
+        options: None,
+        unsupported_warned: false,
         fip: Default::default(),
         tags: settings().tags.into(),
     }
@@ -289,7 +291,18 @@ async fn converge(fake: &FakeOctavia, k: &mut KuryrLoadBalancer, full: bool) -> 
                 .filter(|t| t.provisioning_status == status::ACTIVE),
             None => None,
         };
-        let o = observed(k, lb.clone(), tree);
+        let mut o = observed(k, lb.clone(), tree);
+        // Warnings are the handler's (once per change of the list); here: already told.
+        o.unsupported_warned = true;
+        if let (Some(l), Ok(d)) = (&lb, &o.desired)
+            && d.options_apply
+            && l.provisioning_status == status::ACTIVE
+        {
+            o.options = Some(super::plan::LbOptions {
+                listeners: fake.list_listeners(&l.id).await.expect("listeners"),
+                pools: fake.list_pools(&l.id).await.expect("pools"),
+            });
+        }
         let p = plan(&o);
         let Some(step) = p.steps.into_iter().next() else {
             if lb
@@ -319,6 +332,7 @@ async fn converge(fake: &FakeOctavia, k: &mut KuryrLoadBalancer, full: bool) -> 
                     name: d.name.clone(),
                     protocol: d.protocol.clone(),
                     protocol_port: d.port,
+                    allowed_cidrs: d.allowed_cidrs.clone(),
                     ..Default::default()
                 })
                 .await
@@ -333,6 +347,7 @@ async fn converge(fake: &FakeOctavia, k: &mut KuryrLoadBalancer, full: bool) -> 
                     name: listener.name,
                     protocol: listener.protocol,
                     lb_algorithm: "SOURCE_IP_PORT".into(),
+                    source_ip_persistence: listener.source_ip_persistence,
                     ..Default::default()
                 })
                 .await
@@ -341,6 +356,14 @@ async fn converge(fake: &FakeOctavia, k: &mut KuryrLoadBalancer, full: bool) -> 
             Step::ReplaceMembers { pool_id, members, .. } => {
                 fake.replace_members(&pool_id, &members).await.expect("members")
             }
+            Step::UpdateListenerCidrs { id, cidrs, .. } => fake
+                .update_listener_allowed_cidrs(&id, cidrs.as_deref())
+                .await
+                .expect("listener update"),
+            Step::UpdatePoolPersistence { id, source_ip, .. } => fake
+                .update_pool_persistence(&id, source_ip)
+                .await
+                .expect("pool update"),
             Step::WriteStatus(st) => k.status = Some(*st),
             Step::WarnUnsupported(_) | Step::AddFinalizer | Step::ReleaseFinalizers | Step::PublicIp(_) => {}
         }
@@ -553,4 +576,126 @@ fn load_balancer_type_gets_its_floating_ip_after_the_load_balancer_and_releases_
     assert_eq!(plan(&o).steps, vec![Step::PublicIp(FipStep::Record(None))]);
     o.status.service_pub_ip_info = None;
     assert!(matches!(plan(&o).steps.as_slice(), [Step::DeleteLb { .. }]));
+}
+
+#[tokio::test]
+async fn source_ranges_and_client_ip_affinity_are_applied_where_the_provider_has_them() {
+    let fake = FakeOctavia::new().with_settle_reads(1);
+    let mut k = klb(
+        &[(None, 80, "TCP")],
+        vec![slice(&[("a", "10.0.1.5", Some(true))], &[(None, 8080, "TCP")])],
+    );
+    k.spec.provider = Some("amphora".into());
+    k.spec.type_ = Some("LoadBalancer".into());
+    k.spec.source_ranges = Some(vec!["192.0.2.0/24".into(), "not-a-cidr".into()]);
+    k.spec.session_affinity = Some("ClientIP".into());
+    let d = desired(&k, &settings(), V, &subnets()).expect("desired");
+    assert_eq!(
+        d.listeners[0].allowed_cidrs.as_deref(),
+        Some(
+            &[
+                "10.0.0.0/16".to_string(),
+                "10.0.1.0/24".into(),
+                "192.0.2.0/24".into()
+            ][..]
+        ),
+        "the ranges plus the pod subnets (in-cluster clients keep the ClusterIP)"
+    );
+    assert!(d.listeners[0].source_ip_persistence);
+    assert!(
+        d.unsupported.iter().any(|u| u.contains("not-a-cidr")),
+        "{:?}",
+        d.unsupported
+    );
+
+    // Created with both in one write (fully populated), nothing more to change.
+    converge(&fake, &mut k, true).await;
+    let lb = fake.load_balancers()[0].id.clone();
+    let listeners = fake.list_listeners(&lb).await.expect("listeners");
+    assert!(
+        listeners[0]
+            .allowed_cidrs
+            .as_ref()
+            .is_some_and(|c| c.contains(&"192.0.2.0/24".to_string()))
+    );
+    assert!(fake.list_pools(&lb).await.expect("pools")[0].source_ip_persistence());
+    let writes = fake.writes();
+    converge(&fake, &mut k, true).await;
+    assert_eq!(fake.writes(), writes, "converged: no write");
+
+    // Ranges changed: one listener update; affinity dropped: one pool update.
+    k.spec.source_ranges = Some(vec!["198.51.100.0/24".into()]);
+    k.spec.session_affinity = None;
+    converge(&fake, &mut k, true).await;
+    assert_eq!(fake.writes(), writes + 2);
+    assert_eq!(fake.calls(kuryr_openstack::ops::LISTENER_UPDATE), 1);
+    assert_eq!(fake.calls(kuryr_openstack::ops::POOL_UPDATE), 1);
+    assert!(!fake.list_pools(&lb).await.expect("pools")[0].source_ip_persistence());
+    // Ranges removed: every source again.
+    k.spec.source_ranges = None;
+    converge(&fake, &mut k, true).await;
+    assert_eq!(
+        fake.list_listeners(&lb).await.expect("listeners")[0].allowed_cidrs,
+        None
+    );
+
+    // The ovn provider has neither: Warnings, nothing read or applied.
+    k.spec.provider = Some("ovn".into());
+    k.spec.source_ranges = Some(vec!["192.0.2.0/24".into()]);
+    k.spec.session_affinity = Some("ClientIP".into());
+    let d = desired(&k, &settings(), V, &subnets()).expect("desired");
+    assert!(!d.options_apply);
+    assert_eq!(d.listeners[0].allowed_cidrs, None);
+    assert!(!d.listeners[0].source_ip_persistence);
+    assert!(
+        d.unsupported
+            .iter()
+            .any(|u| u.starts_with("loadBalancerSourceRanges: the ovn provider"))
+    );
+    assert!(
+        d.unsupported
+            .iter()
+            .any(|u| u.starts_with("sessionAffinity ClientIP: the ovn provider"))
+    );
+    // Octavia before 2.12: no allowed_cidrs, said so.
+    k.spec.provider = Some("amphora".into());
+    let old = desired(&k, &settings(), ApiVersion { minor: 11 }, &subnets()).expect("desired");
+    assert_eq!(old.listeners[0].allowed_cidrs, None);
+    assert!(old.unsupported.iter().any(|u| u.contains("< v2.12")));
+}
+
+#[test]
+fn what_the_provider_cannot_do_is_warned_once_per_change_not_every_pass() {
+    use kuryr_openstack::octavia::{TreeListener, TreePool};
+    let mut k = klb(&[(None, 80, "TCP")], vec![]);
+    k.spec.session_affinity = Some("ClientIP".into()); // the ovn provider has none
+    let mut active = lb(status::ACTIVE);
+    active.vip_port_id = "vip".into();
+    let tree = StatusTree {
+        provisioning_status: status::ACTIVE.into(),
+        listeners: vec![TreeListener {
+            id: "l1".into(),
+            name: "ns/svc:TCP:80".into(),
+            pools: vec![TreePool {
+                id: "p1".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let mut o = observed(&k, Some(active), Some(tree));
+    let d = o.desired.clone().expect("desired");
+    o.status = super::plan::status_of(
+        o.lb.as_ref().expect("lb"),
+        o.tree.as_ref().expect("tree"),
+        &d,
+        &o.status,
+    );
+    // Status already recorded, list not yet told: the Warning alone.
+    assert!(
+        matches!(plan(&o).steps.as_slice(), [Step::WarnUnsupported(w)] if w[0].starts_with("sessionAffinity"))
+    );
+    o.unsupported_warned = true;
+    assert!(plan(&o).steps.is_empty());
 }

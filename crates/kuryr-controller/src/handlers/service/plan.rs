@@ -50,27 +50,6 @@ pub fn skip_reason(svc: &Service) -> Option<&'static str> {
     None
 }
 
-/// What `svc` asks that kuryr-rs does not do yet (each becomes a Warning Event on the Service).
-pub fn unsupported(svc: &Service) -> Vec<&'static str> {
-    let Some(spec) = svc.spec.as_ref() else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    if spec
-        .load_balancer_source_ranges
-        .as_ref()
-        .is_some_and(|r| !r.is_empty())
-    {
-        out.push(
-            "loadBalancerSourceRanges: not applied yet (listener allowed_cidrs); every source can connect",
-        );
-    }
-    if spec.session_affinity.as_deref() == Some("ClientIP") {
-        out.push("sessionAffinity ClientIP: not applied yet (pool SOURCE_IP persistence)");
-    }
-    out
-}
-
 fn millis(svc: &Service, key: &str) -> Option<i64> {
     svc.annotations()
         .get(key)
@@ -104,10 +83,15 @@ pub fn klb_spec(svc: &Service, s: &SvcSettings) -> KuryrLoadBalancerSpec {
         project_id: Some(s.project_id.clone()),
         security_groups_ids: Some(s.security_groups.clone()),
         subnet_id: Some(s.subnet_id.clone()),
-        type_: Some(spec.type_.unwrap_or_else(|| "ClusterIP".into())),
+        type_: Some(spec.type_.clone().unwrap_or_else(|| "ClusterIP".into())),
         provider: s.provider.clone(),
         timeout_client_data: millis(svc, ANNOTATION_CLIENT_TIMEOUT),
         timeout_member_data: millis(svc, ANNOTATION_MEMBER_TIMEOUT),
+        // Kubernetes applies loadBalancerSourceRanges to LoadBalancer Services only.
+        source_ranges: spec
+            .load_balancer_source_ranges
+            .filter(|r| !r.is_empty() && spec.type_.as_deref() == Some("LoadBalancer")),
+        session_affinity: spec.session_affinity.filter(|a| a == "ClientIP"),
     }
 }
 
@@ -301,20 +285,6 @@ mod tests {
     }
 
     #[test]
-    fn what_is_not_applied_yet_is_named() {
-        let mut s = svc("10.96.0.9", &[(80, None)]);
-        assert!(unsupported(&s).is_empty());
-        if let Some(sp) = s.spec.as_mut() {
-            sp.type_ = Some("LoadBalancer".into());
-            sp.load_balancer_source_ranges = Some(vec!["192.0.2.0/24".into()]);
-            sp.session_affinity = Some("ClientIP".into());
-        }
-        let u = unsupported(&s);
-        assert_eq!(u.len(), 2, "{u:?}");
-        assert!(u[0].starts_with("loadBalancerSourceRanges"));
-    }
-
-    #[test]
     fn spec_follows_the_service() {
         let mut s = svc(
             "10.96.0.9",
@@ -398,5 +368,24 @@ mod tests {
         kd.metadata.deletion_timestamp = Some(Time(Default::default()));
         assert!(plan(&obs(&d, Some(kd))).steps.is_empty());
         assert_eq!(plan(&obs(&d, None)).steps, [Step::RemoveFinalizer]);
+    }
+
+    #[test]
+    fn source_ranges_only_for_load_balancers_and_affinity_only_client_ip() {
+        let mut s = svc("10.96.0.9", &[(80, None)]);
+        if let Some(sp) = s.spec.as_mut() {
+            sp.load_balancer_source_ranges = Some(vec!["192.0.2.0/24".into()]);
+            sp.session_affinity = Some("None".into());
+        }
+        let k = klb_spec(&s, &settings());
+        assert_eq!(k.source_ranges, None, "a ClusterIP Service has no source ranges");
+        assert_eq!(k.session_affinity, None);
+        if let Some(sp) = s.spec.as_mut() {
+            sp.type_ = Some("LoadBalancer".into());
+            sp.session_affinity = Some("ClientIP".into());
+        }
+        let k = klb_spec(&s, &settings());
+        assert_eq!(k.source_ranges, Some(vec!["192.0.2.0/24".to_string()]));
+        assert_eq!(k.session_affinity.as_deref(), Some("ClientIP"));
     }
 }

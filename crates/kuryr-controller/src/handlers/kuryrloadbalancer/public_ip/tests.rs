@@ -77,6 +77,27 @@ impl World {
         }
     }
 
+    /// Like the handler: after a record, the plan sees the old observation with the new record
+    /// (no fresh `recorded` lookup) — it must still converge.
+    fn converge_stale(&mut self, want: Option<&PublicIp>) -> Vec<FipStep> {
+        let mut steps = Vec::new();
+        let mut obs = self.observe(want);
+        for _ in 0..20 {
+            match next(want, Some(VIP), self.rec.as_ref(), &obs, &tags(), false) {
+                None => return steps,
+                Some(s) => {
+                    let record = matches!(s, FipStep::Record(_));
+                    steps.push(s.clone());
+                    self.apply(s);
+                    if !record {
+                        obs = self.observe(want);
+                    }
+                }
+            }
+        }
+        panic!("no convergence on a stale observation: {steps:?}");
+    }
+
     /// Runs the plan until it has nothing to do (or warns); returns the steps taken.
     fn converge(&mut self, want: Option<&PublicIp>, vip: Option<&str>, deleting: bool) -> Vec<FipStep> {
         let mut steps = Vec::new();
@@ -240,4 +261,13 @@ fn unrecorded_kuryr_address_left_on_the_vip_goes_when_nothing_wants_one() {
     w.apply(FipStep::Create);
     w.converge(None, Some(VIP), false);
     assert!(w.fips.is_empty());
+}
+
+#[test]
+fn a_record_then_a_replan_on_the_old_observation_converges() {
+    let mut w = World::default();
+    w.apply(FipStep::Create);
+    let steps = w.converge_stale(Some(&PublicIp::Pool));
+    assert_eq!(steps.len(), 2, "{steps:?}"); // record, ingress
+    assert!(w.rec.is_some());
 }
