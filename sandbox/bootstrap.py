@@ -199,9 +199,14 @@ def ensure_external(admin_net, physnet, cidr, gateway):
     ext = find_one(admin_net.networks(name=name), f"network {name}")
     if ext is None:
         log(f"creating external network {name} (flat, physnet {physnet})")
-        ext = admin_net.create_network(name=name, is_router_external=True,
-                                       provider_network_type="flat",
-                                       provider_physical_network=physnet)
+        try:
+            ext = admin_net.create_network(name=name, is_router_external=True,
+                                           provider_network_type="flat",
+                                           provider_physical_network=physnet)
+        except openstack.exceptions.BadRequestException as e:
+            raise SystemExit(f"creating the external network failed ({e}); a Neutron started by an "
+                             f"older sandbox/up lacks [ml2_type_flat] flat_networks = {physnet}: "
+                             "run sandbox/down, then sandbox/up")
     tagged(admin_net, ext)
     sname = f"{TAG}-external-subnet"
     sub = find_one(admin_net.subnets(name=sname, network_id=ext.id), f"subnet {sname}")
