@@ -140,21 +140,24 @@ pub fn method_of(operation: &str) -> &'static str {
         | ops::LB_STATUS
         | ops::LISTENER_LIST
         | ops::FLOATINGIP_LIST
-        | ops::POOL_LIST => "GET",
+        | ops::POOL_LIST
+        | ops::HM_GET => "GET",
         ops::PORT_BULK_CREATE
         | ops::NETWORK_CREATE
         | ops::SUBNET_CREATE
         | ops::LB_CREATE
         | ops::LISTENER_CREATE
         | ops::POOL_CREATE
-        | ops::FLOATINGIP_CREATE => "POST",
+        | ops::FLOATINGIP_CREATE
+        | ops::HM_CREATE => "POST",
         ops::PORT_DELETE
         | ops::NETWORK_DELETE
         | ops::SUBNET_DELETE
         | ops::LB_DELETE
         | ops::LISTENER_DELETE
         | ops::POOL_DELETE
-        | ops::FLOATINGIP_DELETE => "DELETE",
+        | ops::FLOATINGIP_DELETE
+        | ops::HM_DELETE => "DELETE",
         ops::PORT_UPDATE
         | ops::PORT_SET_TAGS
         | ops::NETWORK_SET_TAGS

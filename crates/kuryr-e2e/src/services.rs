@@ -115,6 +115,16 @@ pub async fn label_pod(client: &Client, ns: &str, name: &str, key: &str, value: 
         .map_err(kube_err(format!("label pod {ns}/{name}")))
 }
 
+/// Sets annotation `key=value` on Service `ns/name`.
+pub async fn annotate_service(client: &Client, ns: &str, name: &str, key: &str, value: &str) -> Result<()> {
+    let patch = json!({"metadata": {"annotations": {key: value}}});
+    Api::<Service>::namespaced(client.clone(), ns)
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(kube_err(format!("annotate service {ns}/{name}")))
+}
+
 /// Deletes Service `ns/name`.
 pub async fn delete_service(client: &Client, ns: &str, name: &str) -> Result<()> {
     match Api::<Service>::namespaced(client.clone(), ns)

@@ -17,11 +17,19 @@ fn sandbox_home() -> std::path::PathBuf {
     sandbox_guard::sandbox_home()
 }
 
-/// The pid of a sandbox component's program (its supervisor writes it to run/NAME.child).
+/// The pid of a sandbox component's program (its supervisor writes it to run/NAME.child; a
+/// supervisor of an older `sandbox/up` rewrote it in place, so an empty read is retried).
 fn component_pid(name: &str) -> u32 {
     let path = sandbox_home().join("run").join(format!("{name}.child"));
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (is the sandbox up?)", path.display()));
+    let mut text = String::new();
+    for _ in 0..50 {
+        text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("{}: {e} (is the sandbox up?)", path.display()));
+        if !text.trim().is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     text.trim()
         .parse()
         .unwrap_or_else(|e| panic!("{}: not a pid ({e}): {text:?}", path.display()))

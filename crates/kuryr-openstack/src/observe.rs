@@ -85,6 +85,12 @@ pub mod ops {
     pub const POOL_LIST: &str = "pool_list";
     /// `PUT /v2/lbaas/pools/{id}`.
     pub const POOL_UPDATE: &str = "pool_update";
+    /// `POST /v2/lbaas/healthmonitors`.
+    pub const HM_CREATE: &str = "healthmonitor_create";
+    /// `GET /v2/lbaas/healthmonitors/{id}`.
+    pub const HM_GET: &str = "healthmonitor_get";
+    /// `DELETE /v2/lbaas/healthmonitors/{id}`.
+    pub const HM_DELETE: &str = "healthmonitor_delete";
     /// `POST /v2/lbaas/pools`.
     pub const POOL_CREATE: &str = "pool_create";
     /// `DELETE /v2/lbaas/pools/{id}`.

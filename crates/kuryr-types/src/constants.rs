@@ -60,6 +60,18 @@ pub const ANNOTATION_PROJECT: &str = "openstack.org/kuryr-project";
 pub const ANNOTATION_CLIENT_TIMEOUT: &str = "openstack.org/kuryr-timeout-client-data";
 /// On Services: listener member timeout (ms).
 pub const ANNOTATION_MEMBER_TIMEOUT: &str = "openstack.org/kuryr-timeout-member-data";
+
+/// cloud-provider-openstack's Service annotations for health monitors (kuryr-rs reads them too):
+/// `"true"` creates one per pool.
+pub const ANNOTATION_HM_ENABLE: &str = "loadbalancer.openstack.org/enable-health-monitor";
+/// Seconds between probes (default 5).
+pub const ANNOTATION_HM_DELAY: &str = "loadbalancer.openstack.org/health-monitor-delay";
+/// Seconds a probe may take (default 3).
+pub const ANNOTATION_HM_TIMEOUT: &str = "loadbalancer.openstack.org/health-monitor-timeout";
+/// Successes before a member is ONLINE (default 1).
+pub const ANNOTATION_HM_MAX_RETRIES: &str = "loadbalancer.openstack.org/health-monitor-max-retries";
+/// Failures before a member is ERROR (default 3).
+pub const ANNOTATION_HM_MAX_RETRIES_DOWN: &str = "loadbalancer.openstack.org/health-monitor-max-retries-down";
 /// On KuryrNetworkPolicies: the NetworkPolicy they implement.
 pub const ANNOTATION_NETWORK_POLICY_LINK: &str = "networkPolicyLink";
 /// On Namespaces and KuryrPorts: a uuid written to force a new watch event.

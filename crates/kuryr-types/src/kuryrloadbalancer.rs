@@ -73,6 +73,23 @@ pub struct KuryrLoadBalancerSpec {
     /// `SOURCE_IP` persistence where the provider has it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_affinity: Option<String>,
+    /// kuryr-rs (not upstream): a health monitor per pool, from cloud-provider-openstack's
+    /// `loadbalancer.openstack.org/*health-monitor*` annotations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_monitor: Option<KlbHealthMonitor>,
+}
+
+/// A KuryrLoadBalancer's health monitor settings (kuryr-rs extension).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema, Default)]
+pub struct KlbHealthMonitor {
+    /// Seconds between probes.
+    pub delay: i64,
+    /// Seconds a probe may take.
+    pub timeout: i64,
+    /// Successes before a member is ONLINE.
+    pub max_retries: i64,
+    /// Failures before a member is ERROR.
+    pub max_retries_down: i64,
 }
 
 /// An endpoint slice as upstream copies it from `discovery.k8s.io/v1`.

@@ -13,6 +13,7 @@ use std::collections::BTreeSet;
 const EXTENSIONS: &[(&str, &str)] = &[
     ("KuryrLoadBalancer.spec", "source_ranges"),
     ("KuryrLoadBalancer.spec", "session_affinity"),
+    ("KuryrLoadBalancer.spec", "health_monitor"),
 ];
 
 /// Expected shape of one schema node.

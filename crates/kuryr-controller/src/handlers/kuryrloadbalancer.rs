@@ -6,6 +6,7 @@
 //! one slow load balancer never holds up another Service's reconcile.
 
 pub mod desired;
+mod execute;
 mod floating;
 pub mod janitor;
 pub mod plan;
@@ -13,25 +14,22 @@ pub mod public_ip;
 
 use std::{sync::Arc, time::Duration};
 
-use k8s_openapi::api::core::v1::{ObjectReference, Service};
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::{
     Api, ResourceExt,
     api::{Patch, PatchParams},
     runtime::{Controller, watcher},
 };
 use kuryr_openstack::Neutron;
-use kuryr_openstack::octavia::{LbFilter, ListenerCreate, Octavia, PoolCreate, status};
-use kuryr_types::{
-    KuryrLoadBalancer, KuryrNetwork,
-    constants::{KURYRLB_FINALIZER, SERVICE_FINALIZER},
-};
-use tracing::{error, info, warn};
+use kuryr_openstack::octavia::{LbFilter, Octavia, status};
+use kuryr_types::{KuryrLoadBalancer, KuryrNetwork, constants::KURYRLB_FINALIZER};
+use tracing::{error, warn};
 
 use self::desired::{LbSettings, SubnetMap};
 use self::plan::{LbObserved, LbOptions, PENDING_POLL, Step};
 use self::public_ip::FipObserved;
 use super::scaffold::{self, ErrorKind, Flow, Handler, HandlerError, Plan, Then, api_code, kube_kind};
-use crate::{Context, drivers::Reflected, finalizer};
+use crate::{Context, drivers::Reflected};
 
 /// Name of this handler in `[kubernetes] enabled_handlers` and in metrics.
 pub const HANDLER: &str = "kuryrloadbalancer";
@@ -142,7 +140,7 @@ pub struct KlbHandler {
     settings: LbSettings,
     /// `settings.tags`, shared with every observation.
     tags: Arc<[String]>,
-    /// What each KLB (`ns/name`) was last warned about (see `LbObserved::unsupported_warned`).
+    /// What each KLB (`ns/name`) was last warned about (see `LbObserved::warned`).
     warned: std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>,
     networks: Reflected<KuryrNetwork>,
     /// `[neutron_defaults] pod_subnet` as (CIDR, ID), read once at start.
@@ -267,9 +265,17 @@ impl KlbHandler {
         } else {
             FipObserved::default()
         };
-        let unsupported_warned = self.already_warned(&name, &desired);
+        let health_monitors = self.health_monitors(&name, tree.as_ref(), &desired).await?;
+        let warned = self
+            .warned
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&name)
+            .cloned()
+            .unwrap_or_default();
         Ok(LbObserved {
-            unsupported_warned,
+            warned,
+            health_monitors,
             klb: klb.clone(),
             deleting: klb.metadata.deletion_timestamp.is_some(),
             has_finalizer: klb.finalizers().iter().any(|f| f == KURYRLB_FINALIZER),
@@ -283,14 +289,40 @@ impl KlbHandler {
         })
     }
 
-    /// Whether the Service of `key` was already told about exactly what `desired` cannot do.
-    fn already_warned(&self, key: &str, desired: &Result<desired::DesiredLb, desired::SpecError>) -> bool {
-        let Ok(d) = desired else { return true };
-        let warned = self
-            .warned
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        warned.get(key).is_some_and(|w| w == &d.unsupported)
+    /// The settings of the health monitors that desired listeners keep (one `GET` each; only
+    /// for Services asking for one, and not for monitors in ERROR, which are left alone).
+    async fn health_monitors(
+        &self,
+        name: &str,
+        tree: Option<&kuryr_openstack::octavia::StatusTree>,
+        desired: &Result<desired::DesiredLb, desired::SpecError>,
+    ) -> Result<std::collections::BTreeMap<String, kuryr_openstack::octavia::HealthMonitorSettings>, Error>
+    {
+        let mut out = std::collections::BTreeMap::new();
+        let (Some(tree), Ok(d)) = (tree, desired) else {
+            return Ok(out);
+        };
+        for l in &tree.listeners {
+            if !d
+                .listeners
+                .iter()
+                .any(|w| w.name == l.name && w.health_monitor.is_some())
+            {
+                continue;
+            }
+            for hm in l.pools.iter().filter_map(|p| p.health_monitor.as_ref()) {
+                if hm.provisioning_status == status::ERROR {
+                    continue;
+                }
+                let s = self
+                    .octavia
+                    .get_health_monitor(&hm.id)
+                    .await
+                    .map_err(Self::octavia_err("reading a health monitor", name))?;
+                out.insert(hm.id.clone(), s);
+            }
+        }
+        Ok(out)
     }
 
     /// After a write: waits up to [`SETTLE_WAIT`] for the load balancer to leave `PENDING_*`,
@@ -390,255 +422,6 @@ impl KlbHandler {
             ..ObjectReference::default()
         }
     }
-
-    async fn execute_step(&self, o: &LbObserved, step: Step) -> Result<Flow<LbObserved>, Error> {
-        let klb = o.klb.as_ref();
-        let name = Self::key(klb);
-        let ns = klb.namespace().unwrap_or_default();
-        let api: Api<KuryrLoadBalancer> = Api::namespaced(self.client.clone(), &ns);
-        let kerr = |what: &'static str| {
-            let klb = name.clone();
-            move |source| Error::Kube { what, klb, source }
-        };
-        match step {
-            Step::AddFinalizer => {
-                finalizer::add(&api, klb, KURYRLB_FINALIZER)
-                    .await
-                    .map_err(kerr("adding the finalizer"))?;
-                let mut next = o.clone();
-                next.has_finalizer = true;
-                Ok(Flow::Replan(next))
-            }
-            Step::CreateLb => {
-                let Ok(d) = &o.desired else {
-                    return Ok(Flow::Stop(Then::AwaitChange));
-                };
-                // The whole tree in one call; a provider refusing that gets the load balancer
-                // alone, and the plan adds the rest one step at a time.
-                let full = desired::create_body(d, &self.settings.tags, true);
-                let lb = match self.octavia.create_load_balancer(&full).await {
-                    Ok(lb) => lb,
-                    Err(e) if !full.listeners.is_empty() && refuses_full_create(&e) => {
-                        warn!(lb = %name, error = %e, "fully populated create refused; creating the load balancer alone");
-                        self.octavia
-                            .create_load_balancer(&desired::create_body(d, &self.settings.tags, false))
-                            .await
-                            .map_err(Self::octavia_err("creating the load balancer", &name))?
-                    }
-                    Err(e) => return Err(Self::octavia_err("creating the load balancer", &name)(e)),
-                };
-                info!(lb = %name, id = %lb.id, vip = %lb.vip_address, provider = %lb.provider, "load balancer created");
-                // Recorded at once: a controller killed now finds it by ID (and by name anyway).
-                let mut st = o.status.clone();
-                st.loadbalancer = Some(plan::lb_record(&lb, &o.status));
-                self.patch_status(klb, &st).await?;
-                let _ = self
-                    .events
-                    .normal(
-                        &Self::service_ref(klb),
-                        "KuryrEnsureLB",
-                        format!("Creating load balancer {name}"),
-                        "Create",
-                    )
-                    .await;
-                self.settle(klb, &lb.id).await
-            }
-            Step::DeleteLb { id, reason } => {
-                if o.lb
-                    .as_ref()
-                    .is_some_and(|l| l.provisioning_status == status::ERROR)
-                {
-                    self.metrics.load_balancer_readiness.inc();
-                }
-                self.octavia
-                    .delete_load_balancer(&id)
-                    .await
-                    .map_err(Self::octavia_err("deleting the load balancer", &name))?;
-                info!(lb = %name, %id, reason, "load balancer deleted");
-                if o.deleting {
-                    let mut next = o.clone();
-                    if let Some(lb) = next.lb.as_mut() {
-                        lb.provisioning_status = status::PENDING_DELETE.into();
-                    }
-                    return Ok(Flow::Replan(next));
-                }
-                self.events
-                    .warning(
-                        &Self::service_ref(klb),
-                        "KuryrEnsureLBError",
-                        reason.to_string(),
-                        "Recreate",
-                    )
-                    .await;
-                Ok(Flow::Stop(Then::Requeue(PENDING_POLL)))
-            }
-            Step::DeleteListener {
-                id,
-                pool_id,
-                name: lname,
-            } => {
-                let lb_id = o.lb.as_ref().map(|l| l.id.clone()).unwrap_or_default();
-                if let Some(pool) = pool_id {
-                    self.octavia
-                        .delete_pool(&pool)
-                        .await
-                        .map_err(Self::octavia_err("deleting a pool", &name))?;
-                    return self.settle(klb, &lb_id).await;
-                }
-                self.octavia
-                    .delete_listener(&id)
-                    .await
-                    .map_err(Self::octavia_err("deleting a listener", &name))?;
-                info!(lb = %name, listener = %lname, "listener deleted");
-                self.settle(klb, &lb_id).await
-            }
-            Step::CreateListener(d) => {
-                let Some(lb) = &o.lb else {
-                    return Ok(Flow::Stop(Then::Requeue(PENDING_POLL)));
-                };
-                let want = o.desired.as_ref().ok();
-                let body = ListenerCreate {
-                    loadbalancer_id: lb.id.clone(),
-                    name: d.name.clone(),
-                    protocol: d.protocol.clone(),
-                    protocol_port: d.port,
-                    timeout_client_data: want.and_then(|w| w.timeout_client_data),
-                    timeout_member_data: want.and_then(|w| w.timeout_member_data),
-                    allowed_cidrs: d.allowed_cidrs.clone(),
-                    tags: self.settings.tags.clone(),
-                };
-                self.octavia
-                    .create_listener(&body)
-                    .await
-                    .map_err(Self::octavia_err("creating a listener", &name))?;
-                info!(lb = %name, listener = %d.name, "listener created");
-                self.settle(klb, &lb.id).await
-            }
-            Step::CreatePool {
-                listener_id,
-                listener,
-            } => {
-                let lb_id = o.lb.as_ref().map(|l| l.id.clone()).unwrap_or_default();
-                let algorithm = o
-                    .desired
-                    .as_ref()
-                    .map(|d| d.lb_algorithm.clone())
-                    .unwrap_or_default();
-                let body = PoolCreate {
-                    listener_id,
-                    name: listener.name.clone(),
-                    protocol: listener.protocol.clone(),
-                    lb_algorithm: algorithm,
-                    source_ip_persistence: listener.source_ip_persistence,
-                    tags: self.settings.tags.clone(),
-                };
-                self.octavia
-                    .create_pool(&body)
-                    .await
-                    .map_err(Self::octavia_err("creating a pool", &name))?;
-                self.settle(klb, &lb_id).await
-            }
-            Step::ReplaceMembers {
-                pool_id,
-                pool_name,
-                members,
-            } => {
-                let lb_id = o.lb.as_ref().map(|l| l.id.clone()).unwrap_or_default();
-                self.octavia
-                    .replace_members(&pool_id, &members)
-                    .await
-                    .map_err(Self::octavia_err("updating members", &name))?;
-                info!(lb = %name, pool = %pool_name, members = members.len(), "members updated");
-                self.settle(klb, &lb_id).await
-            }
-            Step::UpdateListenerCidrs {
-                id,
-                name: lname,
-                cidrs,
-            } => {
-                let lb_id = o.lb.as_ref().map(|l| l.id.clone()).unwrap_or_default();
-                self.octavia
-                    .update_listener_allowed_cidrs(&id, cidrs.as_deref())
-                    .await
-                    .map_err(Self::octavia_err("setting a listener's allowed_cidrs", &name))?;
-                info!(lb = %name, listener = %lname, ?cidrs, "listener allowed_cidrs set");
-                self.settle(klb, &lb_id).await
-            }
-            Step::UpdatePoolPersistence {
-                id,
-                name: pname,
-                source_ip,
-            } => {
-                let lb_id = o.lb.as_ref().map(|l| l.id.clone()).unwrap_or_default();
-                self.octavia
-                    .update_pool_persistence(&id, source_ip)
-                    .await
-                    .map_err(Self::octavia_err("setting a pool's session persistence", &name))?;
-                info!(lb = %name, pool = %pname, source_ip, "pool session persistence set");
-                self.settle(klb, &lb_id).await
-            }
-            Step::WriteStatus(st) => {
-                self.patch_status(klb, &st).await?;
-                if o.status.listeners.is_none() {
-                    self.events
-                        .normal(
-                            &Self::service_ref(klb),
-                            "KuryrEnsuredLB",
-                            format!("Load balancer {name} is ready"),
-                            "Create",
-                        )
-                        .await;
-                }
-                Ok(Flow::Next)
-            }
-            Step::WarnUnsupported(what) => {
-                self.warned
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .insert(name.clone(), what.clone());
-                for w in what {
-                    // The Event recorder folds Events of the same object, reason and action
-                    // into one series keeping the first note: one action per option keeps
-                    // each note visible.
-                    self.events
-                        .warning(
-                            &Self::service_ref(klb),
-                            "KuryrUnsupportedLBOption",
-                            format!("not applied: {w}"),
-                            option_of(&w),
-                        )
-                        .await;
-                }
-                Ok(Flow::Next)
-            }
-            Step::PublicIp(step) => self.execute_fip(o, step).await,
-            Step::ReleaseFinalizers => {
-                let svcs: Api<Service> = Api::namespaced(self.client.clone(), &ns);
-                match svcs.get_opt(&klb.name_any()).await {
-                    Ok(Some(svc)) => finalizer::remove(&svcs, &svc, SERVICE_FINALIZER)
-                        .await
-                        .map_err(kerr("removing the Service finalizer"))?,
-                    Ok(None) => {}
-                    Err(source) => {
-                        return Err(Error::Kube {
-                            what: "reading the Service",
-                            klb: name,
-                            source,
-                        });
-                    }
-                }
-                finalizer::remove(&api, klb, KURYRLB_FINALIZER)
-                    .await
-                    .map_err(kerr("removing the finalizer"))?;
-                self.warned
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .remove(&name);
-                info!(lb = %name, "load balancer released");
-                Ok(Flow::Stop(Then::AwaitChange))
-            }
-        }
-    }
 }
 
 impl Handler for KlbHandler {
@@ -663,23 +446,6 @@ impl Handler for KlbHandler {
     fn event_target(&self, obj: &KuryrLoadBalancer) -> ObjectReference {
         Self::service_ref(obj)
     }
-}
-
-/// The option an "unsupported" line is about (its first word: `loadBalancerSourceRanges`,
-/// `sessionAffinity`, `listener`, `port`, `type`), as an Event action.
-fn option_of(line: &str) -> &str {
-    line.split([' ', ':'])
-        .next()
-        .filter(|w| !w.is_empty())
-        .unwrap_or("Create")
-}
-
-/// Whether Octavia (or its provider) refused a fully populated create as such (400, 501).
-fn refuses_full_create(e: &kuryr_openstack::Error) -> bool {
-    matches!(
-        e,
-        kuryr_openstack::Error::BadRequest { .. } | kuryr_openstack::Error::ServerError { status: 501, .. }
-    )
 }
 
 /// The load-balancer settings from `[octavia_defaults]` and `[neutron_defaults]`.

@@ -217,6 +217,7 @@ impl Handler for SvcHandler {
                         "timeout_member_data",
                         "source_ranges",
                         "session_affinity",
+                        "health_monitor",
                     ] {
                         m.entry(k).or_insert(serde_json::Value::Null);
                     }

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 
 use super::Octavia;
 use super::model::{
-    ApiVersion, LbCreate, LbFilter, Listener, ListenerCreate, LoadBalancer, MemberSpec, Pool, PoolCreate,
-    StatusTree,
+    ApiVersion, HealthMonitorCreate, HealthMonitorSettings, LbCreate, LbFilter, Listener, ListenerCreate,
+    LoadBalancer, MemberSpec, Pool, PoolCreate, StatusTree,
 };
 use crate::api::BoxFuture;
 use crate::client::{Transport, decode, seg};
@@ -240,6 +240,34 @@ impl Octavia for OpenStackOctavia {
                 .await
                 .map(|_| ())
         })
+    }
+
+    fn create_health_monitor<'a>(&'a self, hm: &'a HealthMonitorCreate) -> BoxFuture<'a, Result<String>> {
+        Box::pin(self.create_id(
+            ops::HM_CREATE,
+            "healthmonitors",
+            "healthmonitor",
+            hm.to_json(self.version),
+        ))
+    }
+
+    fn get_health_monitor<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<HealthMonitorSettings>> {
+        Box::pin(async move {
+            let path = format!("lbaas/healthmonitors/{}", seg(id));
+            let body = self
+                .transport
+                .call(ops::HM_GET, Method::GET, path, Query::new(), None)
+                .await?;
+            decode(ops::HM_GET, &body, "healthmonitor")
+        })
+    }
+
+    fn delete_health_monitor<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.delete(
+            ops::HM_DELETE,
+            format!("lbaas/healthmonitors/{}", seg(id)),
+            Query::new(),
+        ))
     }
 
     fn create_pool<'a>(&'a self, p: &'a PoolCreate) -> BoxFuture<'a, Result<String>> {

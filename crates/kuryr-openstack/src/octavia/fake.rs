@@ -8,8 +8,9 @@ use std::sync::{Mutex, MutexGuard};
 
 use super::Octavia;
 use super::model::{
-    ApiVersion, LbCreate, LbFilter, Listener, ListenerCreate, LoadBalancer, MemberSpec, Pool, PoolCreate,
-    SessionPersistence, StatusTree, TreeListener, TreeMember, TreePool, status,
+    ApiVersion, HealthMonitorCreate, HealthMonitorSettings, LbCreate, LbFilter, Listener, ListenerCreate,
+    LoadBalancer, MemberSpec, Pool, PoolCreate, SessionPersistence, StatusTree, TreeHealthMonitor,
+    TreeListener, TreeMember, TreePool, status,
 };
 use crate::api::BoxFuture;
 use crate::error::{Error, Result};
@@ -29,6 +30,8 @@ struct FakePool {
     id: String,
     name: String,
     source_ip_persistence: bool,
+    /// (ID, settings, provisioning status).
+    hm: Option<(String, HealthMonitorSettings, String)>,
     members: Vec<(String, MemberSpec)>,
 }
 
@@ -177,10 +180,37 @@ impl FakeOctavia {
             ops::MEMBER_BATCH_UPDATE,
             ops::LISTENER_UPDATE,
             ops::POOL_UPDATE,
+            ops::HM_CREATE,
+            ops::HM_DELETE,
         ]
         .iter()
         .map(|op| self.calls(op))
         .sum()
+    }
+
+    /// Puts the health monitor of pool `pool_name` in provisioning status `s` (a provider that
+    /// could not create it answers `ERROR`).
+    pub fn set_health_monitor_status(&self, pool_name: &str, s: &str) {
+        let mut st = self.lock();
+        for lb in st.lbs.values_mut() {
+            for p in lb.listeners.iter_mut().filter_map(|(_, p)| p.as_mut()) {
+                if p.name == pool_name
+                    && let Some(hm) = p.hm.as_mut()
+                {
+                    hm.2 = s.into();
+                }
+            }
+        }
+    }
+
+    /// The settings of pool `pool_name`'s health monitor.
+    pub fn health_monitor_of(&self, pool_name: &str) -> Option<HealthMonitorSettings> {
+        let st = self.lock();
+        st.lbs
+            .values()
+            .flat_map(|lb| lb.listeners.iter().filter_map(|(_, p)| p.as_ref()))
+            .find(|p| p.name == pool_name)
+            .and_then(|p| p.hm.as_ref().map(|h| h.1.clone()))
     }
 
     /// Every load balancer.
@@ -293,6 +323,7 @@ impl Octavia for FakeOctavia {
                         id: pid,
                         name: f.pool.name.clone(),
                         source_ip_persistence: f.pool.source_ip_persistence,
+                        hm: None,
                         members,
                     }),
                 ));
@@ -352,6 +383,12 @@ impl Octavia for FakeOctavia {
                                 id: p.id.clone(),
                                 name: p.name.clone(),
                                 provisioning_status: ps.clone(),
+                                health_monitor: p.hm.as_ref().map(|(id, s, hps)| TreeHealthMonitor {
+                                    id: id.clone(),
+                                    type_: s.type_.clone(),
+                                    provisioning_status: hps.clone(),
+                                    operating_status: "ONLINE".into(),
+                                }),
                                 members: p
                                     .members
                                     .iter()
@@ -489,6 +526,68 @@ impl Octavia for FakeOctavia {
         })
     }
 
+    fn create_health_monitor<'a>(&'a self, c: &'a HealthMonitorCreate) -> BoxFuture<'a, Result<String>> {
+        Box::pin(async move {
+            let op = ops::HM_CREATE;
+            let mut st = self.lock();
+            st.begin(op)?;
+            let id = st.id();
+            let lb_id = st
+                .lb_of_pool(&c.pool_id)
+                .ok_or_else(|| not_found(op, &c.pool_id))?;
+            let lb = st.lock_for_write(op, &lb_id)?;
+            for p in lb.listeners.iter_mut().filter_map(|(_, p)| p.as_mut()) {
+                if p.id == c.pool_id {
+                    if p.hm.is_some() {
+                        return Err(Error::Conflict {
+                            op,
+                            kind: String::new(),
+                            message: "pool already has a health monitor".into(),
+                        });
+                    }
+                    p.hm = Some((id.clone(), c.settings.clone(), status::ACTIVE.into()));
+                }
+            }
+            Ok(id)
+        })
+    }
+
+    fn get_health_monitor<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<HealthMonitorSettings>> {
+        Box::pin(async move {
+            let mut st = self.lock();
+            st.begin(ops::HM_GET)?;
+            st.lbs
+                .values()
+                .flat_map(|lb| lb.listeners.iter().filter_map(|(_, p)| p.as_ref()))
+                .find_map(|p| p.hm.as_ref().filter(|h| h.0 == id).map(|h| h.1.clone()))
+                .ok_or_else(|| not_found(ops::HM_GET, id))
+        })
+    }
+
+    fn delete_health_monitor<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let op = ops::HM_DELETE;
+            let mut st = self.lock();
+            st.begin(op)?;
+            let Some(lb_id) = st.lbs.iter().find_map(|(lid, lb)| {
+                lb.listeners
+                    .iter()
+                    .filter_map(|(_, p)| p.as_ref())
+                    .any(|p| p.hm.as_ref().is_some_and(|h| h.0 == id))
+                    .then(|| lid.clone())
+            }) else {
+                return Ok(());
+            };
+            let lb = st.lock_for_write(op, &lb_id)?;
+            for p in lb.listeners.iter_mut().filter_map(|(_, p)| p.as_mut()) {
+                if p.hm.as_ref().is_some_and(|h| h.0 == id) {
+                    p.hm = None;
+                }
+            }
+            Ok(())
+        })
+    }
+
     fn create_pool<'a>(&'a self, c: &'a PoolCreate) -> BoxFuture<'a, Result<String>> {
         Box::pin(async move {
             let op = ops::POOL_CREATE;
@@ -513,6 +612,7 @@ impl Octavia for FakeOctavia {
                         id: id.clone(),
                         name: c.name.clone(),
                         source_ip_persistence: c.source_ip_persistence,
+                        hm: None,
                         members: Vec::new(),
                     });
                 }

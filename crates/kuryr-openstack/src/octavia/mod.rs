@@ -11,8 +11,9 @@ pub mod model;
 
 pub use client::OpenStackOctavia;
 pub use model::{
-    ApiVersion, FullListener, LbCreate, LbFilter, Listener, ListenerCreate, LoadBalancer, MemberSpec, Pool,
-    PoolCreate, SessionPersistence, StatusTree, TreeListener, TreeMember, TreePool, status,
+    ApiVersion, FullListener, HealthMonitorCreate, HealthMonitorSettings, LbCreate, LbFilter, Listener,
+    ListenerCreate, LoadBalancer, MemberSpec, Pool, PoolCreate, SessionPersistence, StatusTree,
+    TreeHealthMonitor, TreeListener, TreeMember, TreePool, status,
 };
 
 use crate::api::BoxFuture;
@@ -67,6 +68,15 @@ pub trait Octavia: Send + Sync {
 
     /// Deletes a pool; already gone is success.
     fn delete_pool<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>>;
+
+    /// Creates a health monitor on a pool; returns its ID.
+    fn create_health_monitor<'a>(&'a self, hm: &'a HealthMonitorCreate) -> BoxFuture<'a, Result<String>>;
+
+    /// A health monitor's settings.
+    fn get_health_monitor<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<HealthMonitorSettings>>;
+
+    /// Deletes a health monitor; already gone is success.
+    fn delete_health_monitor<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>>;
 
     /// Makes the pool's members exactly `members` in ONE call (Octavia's batch update matches
     /// by address and port: creates, updates and deletes as needed).

@@ -136,6 +136,79 @@ pub struct TreePool {
     /// Members.
     #[serde(default)]
     pub members: Vec<TreeMember>,
+    /// Its health monitor, if any.
+    #[serde(default, rename = "health_monitor")]
+    pub health_monitor: Option<TreeHealthMonitor>,
+}
+
+/// A health monitor in the status tree.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
+pub struct TreeHealthMonitor {
+    /// ID.
+    pub id: String,
+    /// `TCP`, `UDP-CONNECT`, …
+    #[serde(default, rename = "type", deserialize_with = "null_string")]
+    pub type_: String,
+    /// Provisioning status.
+    #[serde(default, deserialize_with = "null_string")]
+    pub provisioning_status: String,
+    /// Operating status.
+    #[serde(default, deserialize_with = "null_string")]
+    pub operating_status: String,
+}
+
+/// A health monitor's settings (`POST /v2/lbaas/healthmonitors` without the pool, and what a
+/// `GET` answers).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
+pub struct HealthMonitorSettings {
+    /// `TCP`, `UDP-CONNECT`, `SCTP`.
+    #[serde(rename = "type", default, deserialize_with = "null_string")]
+    pub type_: String,
+    /// Seconds between probes.
+    #[serde(default)]
+    pub delay: i64,
+    /// Seconds a probe may take.
+    #[serde(default)]
+    pub timeout: i64,
+    /// Successes to mark a member ONLINE.
+    #[serde(default)]
+    pub max_retries: i64,
+    /// Failures to mark a member ERROR.
+    #[serde(default)]
+    pub max_retries_down: i64,
+}
+
+/// `POST /v2/lbaas/healthmonitors`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HealthMonitorCreate {
+    /// The pool.
+    pub pool_id: String,
+    /// Name (the pool's).
+    pub name: String,
+    /// Settings.
+    pub settings: HealthMonitorSettings,
+    /// Tags.
+    pub tags: Vec<String>,
+}
+
+impl HealthMonitorCreate {
+    /// The JSON body for `version`.
+    pub fn to_json(&self, version: ApiVersion) -> Value {
+        let s = &self.settings;
+        let mut h = json!({
+            "pool_id": self.pool_id,
+            "name": self.name,
+            "type": s.type_,
+            "delay": s.delay,
+            "timeout": s.timeout,
+            "max_retries": s.max_retries,
+            "max_retries_down": s.max_retries_down,
+        });
+        if version.tags() && !self.tags.is_empty() {
+            h["tags"] = json!(self.tags);
+        }
+        json!({ "healthmonitor": h })
+    }
 }
 
 /// A listener in the status tree.

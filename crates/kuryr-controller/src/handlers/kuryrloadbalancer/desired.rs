@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use kube::ResourceExt;
-use kuryr_openstack::octavia::{ApiVersion, MemberSpec};
+use kuryr_openstack::octavia::{ApiVersion, HealthMonitorSettings, MemberSpec};
 use kuryr_types::KuryrLoadBalancer;
 
 use super::public_ip::PublicIp;
@@ -105,6 +105,8 @@ pub struct DesiredListener {
     pub allowed_cidrs: Option<Vec<String>>,
     /// `SOURCE_IP` session persistence on the pool.
     pub source_ip_persistence: bool,
+    /// The pool's health monitor.
+    pub health_monitor: Option<HealthMonitorSettings>,
 }
 
 /// The whole load balancer a KuryrLoadBalancer asks for.
@@ -195,6 +197,7 @@ pub fn desired(
             ));
             continue;
         }
+        let health_monitor = health_monitor(klb, &protocol, &mut unsupported);
         listeners.push(DesiredListener {
             name: listener_name(&name, &protocol, p.port),
             members: members_of(klb, p.name.as_deref(), &protocol, s, subnets),
@@ -202,6 +205,7 @@ pub fn desired(
             port: p.port,
             allowed_cidrs: allowed_cidrs.clone(),
             source_ip_persistence,
+            health_monitor,
         });
     }
     listeners.sort_by(|a, b| a.name.cmp(&b.name));
@@ -237,6 +241,39 @@ pub fn desired(
         public_ip,
         options_apply: !ovn,
         unsupported,
+    })
+}
+
+/// The health monitor of a `protocol` pool: Octavia's type for the protocol (`TCP`,
+/// `UDP-CONNECT`, `SCTP`), a timeout no longer than the delay.
+fn health_monitor(
+    klb: &KuryrLoadBalancer,
+    protocol: &str,
+    unsupported: &mut Vec<String>,
+) -> Option<HealthMonitorSettings> {
+    let hm = klb.spec.health_monitor.as_ref()?;
+    let type_ = match protocol {
+        "UDP" => "UDP-CONNECT",
+        "SCTP" => "SCTP",
+        _ => "TCP",
+    };
+    let mut timeout = hm.timeout;
+    if timeout > hm.delay {
+        let note = format!(
+            "health monitor timeout {timeout} s > delay {} s: the delay is used as timeout",
+            hm.delay
+        );
+        if !unsupported.contains(&note) {
+            unsupported.push(note);
+        }
+        timeout = hm.delay;
+    }
+    Some(HealthMonitorSettings {
+        type_: type_.into(),
+        delay: hm.delay,
+        timeout,
+        max_retries: hm.max_retries,
+        max_retries_down: hm.max_retries_down,
     })
 }
 

@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kuryr_openstack::octavia::{Listener, LoadBalancer, MemberSpec, Pool, StatusTree, status};
+use kuryr_openstack::octavia::{
+    HealthMonitorSettings, Listener, LoadBalancer, MemberSpec, Pool, StatusTree, TreePool, status,
+};
 use kuryr_types::kuryrloadbalancer as klb;
 
 use super::desired::{DesiredLb, DesiredListener, SpecError};
@@ -40,9 +42,12 @@ pub struct LbObserved {
     pub options: Option<LbOptions>,
     /// Floating IP and Service ingress (read only when a public IP is wanted or recorded).
     pub fip: FipObserved,
-    /// The handler already told the Service about exactly `desired.unsupported` (Warning
-    /// Events go out once per change of that list, not on every pass).
-    pub unsupported_warned: bool,
+    /// What the handler last told the Service it cannot do ([`notes`]; Warning Events go out
+    /// once per change of that list, not on every pass).
+    pub warned: Vec<String>,
+    /// Settings of the health monitors the desired listeners keep (by monitor ID; read only
+    /// for Services that ask for one).
+    pub health_monitors: BTreeMap<String, HealthMonitorSettings>,
     /// The tags kuryr puts on what it creates (to tell its floating IPs from a user's).
     pub tags: Arc<[String]>,
 }
@@ -114,6 +119,22 @@ pub enum Step {
         name: String,
         /// On.
         source_ip: bool,
+    },
+    /// Create the pool's health monitor.
+    CreateHealthMonitor {
+        /// Pool ID.
+        pool_id: String,
+        /// Pool name (the monitor's).
+        name: String,
+        /// Settings.
+        settings: HealthMonitorSettings,
+    },
+    /// Delete a health monitor (not wanted, or to recreate it with other settings).
+    DeleteHealthMonitor {
+        /// Monitor ID.
+        id: String,
+        /// Pool name.
+        name: String,
     },
     /// Write this status.
     WriteStatus(Box<klb::KuryrLoadBalancerStatus>),
@@ -280,6 +301,9 @@ pub fn plan(o: &LbObserved) -> Plan<Step> {
         if let Some(step) = options_step(o.options.as_ref(), &l.id, &pool.id, d) {
             return one("listener or pool options differ", step);
         }
+        if let Some(step) = health_monitor_step(pool, d, &o.health_monitors) {
+            return one("health monitor differs", step);
+        }
     }
     if let Some(p) = public_ip_step(o, Some(&lb.vip_port_id), false) {
         return p;
@@ -289,13 +313,67 @@ pub fn plan(o: &LbObserved) -> Plan<Step> {
     if st != o.status {
         steps.push(Step::WriteStatus(Box::new(st)));
     }
-    if !want.unsupported.is_empty() && !o.unsupported_warned {
-        steps.push(Step::WarnUnsupported(want.unsupported.clone()));
+    let notes = notes(want, tree);
+    if !notes.is_empty() && notes != o.warned {
+        steps.push(Step::WarnUnsupported(notes));
     }
     if !steps.is_empty() {
         return Plan::steps("load balancer converged; recording it", steps, Then::Periodic);
     }
     Plan::nothing("load balancer up to date", Then::Periodic)
+}
+
+/// What the Service is told it does not get: what the provider cannot do from the spec, and
+/// health monitors the provider left in ERROR.
+pub fn notes(want: &DesiredLb, tree: &StatusTree) -> Vec<String> {
+    let mut out = want.unsupported.clone();
+    for l in &tree.listeners {
+        for p in &l.pools {
+            if p.health_monitor
+                .as_ref()
+                .is_some_and(|h| h.provisioning_status == status::ERROR)
+            {
+                out.push(format!(
+                    "health monitor of {}: the provider left it in ERROR, members are not probed (the ovn \
+                     provider before 2023.2 needs a network:distributed port with an address on the member \
+                     subnet; Kuryr's subnets have DHCP off, so Neutron makes none)",
+                    l.name
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The step bringing a pool's health monitor to what `d` asks, if any. One in ERROR is left
+/// alone (recreating it would fail the same way; [`notes`] tells the Service).
+fn health_monitor_step(
+    pool: &TreePool,
+    d: &DesiredListener,
+    known: &BTreeMap<String, HealthMonitorSettings>,
+) -> Option<Step> {
+    match (&pool.health_monitor, &d.health_monitor) {
+        (None, None) => None,
+        (None, Some(want)) => Some(Step::CreateHealthMonitor {
+            pool_id: pool.id.clone(),
+            name: d.name.clone(),
+            settings: want.clone(),
+        }),
+        (Some(have), None) => Some(Step::DeleteHealthMonitor {
+            id: have.id.clone(),
+            name: d.name.clone(),
+        }),
+        (Some(have), Some(_)) if have.provisioning_status == status::ERROR => None,
+        (Some(have), Some(want)) => {
+            known
+                .get(&have.id)
+                .filter(|s| *s != want)
+                .map(|_| Step::DeleteHealthMonitor {
+                    id: have.id.clone(),
+                    name: d.name.clone(),
+                })
+        }
+    }
 }
 
 /// The step bringing a listener's ACL or its pool's persistence to what `d` asks, if any.

@@ -179,7 +179,8 @@ fn observed(
         desired: desired(k, &settings(), V, &subnets()),
         status: k.status.clone().unwrap_or_default(),
         options: None,
-        unsupported_warned: false,
+        warned: Vec::new(),
+        health_monitors: Default::default(),
         fip: Default::default(),
         tags: settings().tags.into(),
     }
@@ -293,7 +294,19 @@ async fn converge(fake: &FakeOctavia, k: &mut KuryrLoadBalancer, full: bool) -> 
         };
         let mut o = observed(k, lb.clone(), tree);
         // Warnings are the handler's (once per change of the list); here: already told.
-        o.unsupported_warned = true;
+        if let (Ok(d), Some(t)) = (&o.desired, &o.tree) {
+            o.warned = super::plan::notes(d, t);
+            for hm in t
+                .listeners
+                .iter()
+                .flat_map(|l| &l.pools)
+                .filter_map(|p| p.health_monitor.as_ref())
+            {
+                if let Ok(s) = fake.get_health_monitor(&hm.id).await {
+                    o.health_monitors.insert(hm.id.clone(), s);
+                }
+            }
+        }
         if let (Some(l), Ok(d)) = (&lb, &o.desired)
             && d.options_apply
             && l.provisioning_status == status::ACTIVE
@@ -365,6 +378,21 @@ async fn converge(fake: &FakeOctavia, k: &mut KuryrLoadBalancer, full: bool) -> 
                 .await
                 .expect("pool update"),
             Step::WriteStatus(st) => k.status = Some(*st),
+            Step::CreateHealthMonitor {
+                pool_id,
+                name,
+                settings,
+            } => {
+                fake.create_health_monitor(&kuryr_openstack::octavia::HealthMonitorCreate {
+                    pool_id,
+                    name,
+                    settings,
+                    tags: Vec::new(),
+                })
+                .await
+                .expect("hm create");
+            }
+            Step::DeleteHealthMonitor { id, .. } => fake.delete_health_monitor(&id).await.expect("hm delete"),
             Step::WarnUnsupported(_) | Step::AddFinalizer | Step::ReleaseFinalizers | Step::PublicIp(_) => {}
         }
     }
@@ -696,6 +724,73 @@ fn what_the_provider_cannot_do_is_warned_once_per_change_not_every_pass() {
     assert!(
         matches!(plan(&o).steps.as_slice(), [Step::WarnUnsupported(w)] if w[0].starts_with("sessionAffinity"))
     );
-    o.unsupported_warned = true;
+    o.warned = super::plan::notes(&d, o.tree.as_ref().expect("tree"));
     assert!(plan(&o).steps.is_empty());
+}
+
+#[tokio::test]
+async fn health_monitors_follow_the_spec_and_one_in_error_is_told_not_retried() {
+    use kuryr_types::kuryrloadbalancer::KlbHealthMonitor;
+    let fake = FakeOctavia::new().with_settle_reads(1);
+    let mut k = klb(
+        &[(None, 80, "TCP"), (Some("dns"), 53, "UDP")],
+        vec![slice(
+            &[("a", "10.0.1.5", Some(true))],
+            &[(None, 8080, "TCP"), (Some("dns"), 5353, "UDP")],
+        )],
+    );
+    k.spec.health_monitor = Some(KlbHealthMonitor {
+        delay: 5,
+        timeout: 9,
+        max_retries: 1,
+        max_retries_down: 3,
+    });
+    let d = desired(&k, &settings(), V, &subnets()).expect("desired");
+    assert!(
+        d.unsupported
+            .iter()
+            .any(|u| u.contains("timeout 9 s > delay 5 s")),
+        "{:?}",
+        d.unsupported
+    );
+    converge(&fake, &mut k, true).await;
+    let tcp = fake
+        .health_monitor_of("ns/svc:TCP:80")
+        .expect("TCP pool monitored");
+    assert_eq!((tcp.type_.as_str(), tcp.delay, tcp.timeout), ("TCP", 5, 5));
+    let udp = fake
+        .health_monitor_of("ns/svc:UDP:53")
+        .expect("UDP pool monitored");
+    assert_eq!(udp.type_, "UDP-CONNECT");
+    let writes = fake.writes();
+    converge(&fake, &mut k, true).await;
+    assert_eq!(fake.writes(), writes, "converged: no write");
+    // Settings changed: deleted and created again (per pool).
+    if let Some(h) = k.spec.health_monitor.as_mut() {
+        h.timeout = 2;
+    }
+    converge(&fake, &mut k, true).await;
+    assert_eq!(
+        fake.health_monitor_of("ns/svc:TCP:80").map(|h| h.timeout),
+        Some(2)
+    );
+    assert_eq!(fake.writes(), writes + 4);
+    // The provider leaves one in ERROR: no retry loop; the Service is told.
+    fake.set_health_monitor_status("ns/svc:TCP:80", status::ERROR);
+    let writes = fake.writes();
+    converge(&fake, &mut k, true).await;
+    assert_eq!(fake.writes(), writes);
+    let lb = fake.load_balancers()[0].clone();
+    let tree = fake.status_tree(&lb.id).await.expect("tree");
+    let d = desired(&k, &settings(), V, &subnets()).expect("desired");
+    assert!(
+        super::plan::notes(&d, &tree)
+            .iter()
+            .any(|n| n.starts_with("health monitor of ns/svc:TCP:80"))
+    );
+    // Annotation removed: both go.
+    k.spec.health_monitor = None;
+    converge(&fake, &mut k, true).await;
+    assert_eq!(fake.health_monitor_of("ns/svc:TCP:80"), None);
+    assert_eq!(fake.health_monitor_of("ns/svc:UDP:53"), None);
 }

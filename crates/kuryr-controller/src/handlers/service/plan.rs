@@ -6,9 +6,14 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::ResourceExt;
 use kuryr_types::constants::{
-    ANNOTATION_CLIENT_TIMEOUT, ANNOTATION_LBAAS_SPEC, ANNOTATION_MEMBER_TIMEOUT, SERVICE_FINALIZER,
+    ANNOTATION_CLIENT_TIMEOUT, ANNOTATION_HM_DELAY, ANNOTATION_HM_ENABLE, ANNOTATION_HM_MAX_RETRIES,
+    ANNOTATION_HM_MAX_RETRIES_DOWN, ANNOTATION_HM_TIMEOUT, ANNOTATION_LBAAS_SPEC, ANNOTATION_MEMBER_TIMEOUT,
+    SERVICE_FINALIZER,
 };
-use kuryr_types::{KuryrLoadBalancer, KuryrLoadBalancerSpec, kuryrloadbalancer::LbPort};
+use kuryr_types::{
+    KuryrLoadBalancer, KuryrLoadBalancerSpec,
+    kuryrloadbalancer::{KlbHealthMonitor, LbPort},
+};
 
 use crate::handlers::scaffold::{Plan, Then};
 
@@ -57,6 +62,31 @@ fn millis(svc: &Service, key: &str) -> Option<i64> {
         .filter(|v| *v > 0)
 }
 
+/// The health monitor the Service's annotations ask for (cloud-provider-openstack's names and
+/// defaults: 5 s delay, 3 s timeout, 1 retry up, 3 down); values that are not positive numbers
+/// keep the default.
+fn health_monitor(svc: &Service) -> Option<KlbHealthMonitor> {
+    let a = svc.annotations();
+    if !a
+        .get(ANNOTATION_HM_ENABLE)
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    {
+        return None;
+    }
+    let num = |key: &str, default: i64| {
+        a.get(key)
+            .and_then(|v| v.trim().trim_end_matches('s').parse::<i64>().ok())
+            .filter(|v| *v > 0)
+            .unwrap_or(default)
+    };
+    Some(KlbHealthMonitor {
+        delay: num(ANNOTATION_HM_DELAY, 5),
+        timeout: num(ANNOTATION_HM_TIMEOUT, 3),
+        max_retries: num(ANNOTATION_HM_MAX_RETRIES, 1),
+        max_retries_down: num(ANNOTATION_HM_MAX_RETRIES_DOWN, 3),
+    })
+}
+
 /// The spec `svc` asks for (its `endpointSlices` left empty).
 pub fn klb_spec(svc: &Service, s: &SvcSettings) -> KuryrLoadBalancerSpec {
     let spec = svc.spec.clone().unwrap_or_default();
@@ -92,6 +122,7 @@ pub fn klb_spec(svc: &Service, s: &SvcSettings) -> KuryrLoadBalancerSpec {
             .load_balancer_source_ranges
             .filter(|r| !r.is_empty() && spec.type_.as_deref() == Some("LoadBalancer")),
         session_affinity: spec.session_affinity.filter(|a| a == "ClientIP"),
+        health_monitor: health_monitor(svc),
     }
 }
 
@@ -387,5 +418,24 @@ mod tests {
         let k = klb_spec(&s, &settings());
         assert_eq!(k.source_ranges, Some(vec!["192.0.2.0/24".to_string()]));
         assert_eq!(k.session_affinity.as_deref(), Some("ClientIP"));
+    }
+
+    #[test]
+    fn health_monitor_from_cloud_provider_openstack_annotations() {
+        let mut s = svc("10.96.0.9", &[(80, None)]);
+        assert_eq!(klb_spec(&s, &settings()).health_monitor, None);
+        let a = s.metadata.annotations.get_or_insert_default();
+        a.insert(ANNOTATION_HM_ENABLE.into(), "true".into());
+        a.insert(ANNOTATION_HM_DELAY.into(), "10s".into());
+        a.insert(ANNOTATION_HM_MAX_RETRIES_DOWN.into(), "zero".into());
+        assert_eq!(
+            klb_spec(&s, &settings()).health_monitor,
+            Some(KlbHealthMonitor {
+                delay: 10,
+                timeout: 3,
+                max_retries: 1,
+                max_retries_down: 3
+            })
+        );
     }
 }
