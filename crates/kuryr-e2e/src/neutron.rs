@@ -56,20 +56,27 @@ print(json.dumps([{
     "tags": p.tags or []} for p in ports]))
 "#;
 
-fn query(mode: &str, arg: &str) -> Result<Vec<NeutronPort>> {
+/// Runs an openstacksdk `script` with `args` against the sandbox cloud (one `/usr/bin/python3`
+/// process) and decodes the last line of its output that is a JSON list.
+pub fn sdk_query<T: serde::de::DeserializeOwned>(what: &str, script: &str, args: &[&str]) -> Result<Vec<T>> {
     let home = std::env::var("KURYR_SANDBOX_HOME").unwrap_or_else(|_| "/var/lib/kuryr-sandbox".into());
     let out = run(
-        "openstacksdk port query",
+        &format!("openstacksdk {what}"),
         Command::new("/usr/bin/python3")
-            .args(["-c", SCRIPT, mode, arg])
+            .args(["-c", script])
+            .args(args)
             .env("OS_CLIENT_CONFIG_FILE", format!("{home}/clouds.yaml"))
             .env("HOME", std::env::temp_dir()),
     )?;
     let json = out.lines().rev().find(|l| l.starts_with('[')).unwrap_or("[]");
     serde_json::from_str(json).map_err(|e| Error::Parse {
-        what: "openstacksdk port list".into(),
+        what: format!("openstacksdk {what}"),
         detail: e.to_string(),
     })
+}
+
+fn query(mode: &str, arg: &str) -> Result<Vec<NeutronPort>> {
+    sdk_query("port query", SCRIPT, &[mode, arg])
 }
 
 /// The ports with these IDs (missing ones are simply absent).

@@ -4,7 +4,7 @@
 //! network's gateway lives), and ask Neutron itself (openstacksdk, like [`crate::neutron`])
 //! which floating IPs exist.
 
-use std::{process::Command, time::Duration};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Service;
 use kube::{
@@ -14,10 +14,7 @@ use kube::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::{
-    cluster::run,
-    error::{Error, Result},
-};
+use crate::error::{Error, Result};
 
 /// Sets `spec.type` of Service `ns/name` and its `loadBalancerIP` (`None`: removed).
 pub async fn set_service_type(
@@ -190,24 +187,7 @@ elif cmd == "delete":
 "#;
 
 fn fip_cmd(args: &[&str]) -> Result<Vec<Fip>> {
-    let home = std::env::var("KURYR_SANDBOX_HOME").unwrap_or_else(|_| "/var/lib/kuryr-sandbox".into());
-    let out = run(
-        "openstacksdk floating IP call",
-        Command::new("/usr/bin/python3")
-            .args(["-c", FIP_SCRIPT])
-            .args(args)
-            .env("OS_CLIENT_CONFIG_FILE", format!("{home}/clouds.yaml"))
-            .env("HOME", std::env::temp_dir()),
-    )?;
-    let json = out.lines().rev().find(|l| l.starts_with('[')).unwrap_or("[]");
-    let v: Value = serde_json::from_str(json).map_err(|e| Error::Parse {
-        what: "openstacksdk floating IP answer".into(),
-        detail: e.to_string(),
-    })?;
-    serde_json::from_value(v).map_err(|e| Error::Parse {
-        what: "openstacksdk floating IP answer".into(),
-        detail: e.to_string(),
-    })
+    crate::neutron::sdk_query("floating IP call", FIP_SCRIPT, args)
 }
 
 /// Every floating IP of the sandbox project.

@@ -4,7 +4,7 @@
 //! `/usr/bin/python3` + openstacksdk process, like [`crate::neutron`]) which load balancers
 //! carry a tag.
 
-use std::{collections::BTreeMap, process::Command, time::Duration};
+use std::{collections::BTreeMap, time::Duration};
 
 use k8s_openapi::api::core::v1::{Endpoints, Service};
 use kube::{
@@ -15,10 +15,7 @@ use kuryr_types::KuryrLoadBalancer;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::{
-    cluster::run,
-    error::{Error, Result},
-};
+use crate::error::{Error, Result};
 
 fn kube_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
     let what = what.into();
@@ -292,19 +289,7 @@ print(json.dumps([{"id": l.id, "name": l.name or "", "vip": l.vip_address or "",
 
 /// Octavia's load balancers carrying `tag`.
 pub fn lbs_tagged(tag: &str) -> Result<Vec<OctaviaLb>> {
-    let home = std::env::var("KURYR_SANDBOX_HOME").unwrap_or_else(|_| "/var/lib/kuryr-sandbox".into());
-    let out = run(
-        "openstacksdk load balancer query",
-        Command::new("/usr/bin/python3")
-            .args(["-c", LB_SCRIPT, tag])
-            .env("OS_CLIENT_CONFIG_FILE", format!("{home}/clouds.yaml"))
-            .env("HOME", std::env::temp_dir()),
-    )?;
-    let json = out.lines().rev().find(|l| l.starts_with('[')).unwrap_or("[]");
-    serde_json::from_str(json).map_err(|e| Error::Parse {
-        what: "openstacksdk load balancer list".into(),
-        detail: e.to_string(),
-    })
+    crate::neutron::sdk_query("load balancer query", LB_SCRIPT, &[tag])
 }
 
 /// Probes from inside a pod's network namespace without a process per probe: one OS thread

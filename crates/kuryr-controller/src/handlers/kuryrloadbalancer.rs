@@ -266,13 +266,7 @@ impl KlbHandler {
             FipObserved::default()
         };
         let health_monitors = self.health_monitors(&name, tree.as_ref(), &desired).await?;
-        let warned = self
-            .warned
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&name)
-            .cloned()
-            .unwrap_or_default();
+        let warned = self.warned().get(&name).cloned().unwrap_or_default();
         Ok(LbObserved {
             warned,
             health_monitors,
@@ -287,6 +281,13 @@ impl KlbHandler {
             fip,
             tags: self.tags.clone(),
         })
+    }
+
+    /// What each KLB was last warned about (a poisoned lock still holds a usable map).
+    fn warned(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Vec<String>>> {
+        self.warned
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The settings of the health monitors that desired listeners keep (one `GET` each; only

@@ -27,6 +27,8 @@ impl KlbHandler {
             let klb = name.clone();
             move |source| Error::Kube { what, klb, source }
         };
+        // The load balancer the Octavia steps below wait on after their write.
+        let lb_id = o.lb.as_ref().map_or("", |l| l.id.as_str());
         match step {
             Step::AddFinalizer => {
                 finalizer::add(&api, klb, KURYRLB_FINALIZER)
@@ -104,20 +106,19 @@ impl KlbHandler {
                 pool_id,
                 name: lname,
             } => {
-                let lb_id = o.lb.as_ref().map(|l| l.id.clone()).unwrap_or_default();
                 if let Some(pool) = pool_id {
                     self.octavia
                         .delete_pool(&pool)
                         .await
                         .map_err(Self::octavia_err("deleting a pool", &name))?;
-                    return self.settle(klb, &lb_id).await;
+                    return self.settle(klb, lb_id).await;
                 }
                 self.octavia
                     .delete_listener(&id)
                     .await
                     .map_err(Self::octavia_err("deleting a listener", &name))?;
                 info!(lb = %name, listener = %lname, "listener deleted");
-                self.settle(klb, &lb_id).await
+                self.settle(klb, lb_id).await
             }
             Step::CreateListener(d) => {
                 let Some(lb) = &o.lb else {
@@ -145,7 +146,6 @@ impl KlbHandler {
                 listener_id,
                 listener,
             } => {
-                let lb_id = o.lb.as_ref().map(|l| l.id.clone()).unwrap_or_default();
                 let algorithm = o
                     .desired
                     .as_ref()
@@ -163,53 +163,49 @@ impl KlbHandler {
                     .create_pool(&body)
                     .await
                     .map_err(Self::octavia_err("creating a pool", &name))?;
-                self.settle(klb, &lb_id).await
+                self.settle(klb, lb_id).await
             }
             Step::ReplaceMembers {
                 pool_id,
                 pool_name,
                 members,
             } => {
-                let lb_id = o.lb.as_ref().map(|l| l.id.clone()).unwrap_or_default();
                 self.octavia
                     .replace_members(&pool_id, &members)
                     .await
                     .map_err(Self::octavia_err("updating members", &name))?;
                 info!(lb = %name, pool = %pool_name, members = members.len(), "members updated");
-                self.settle(klb, &lb_id).await
+                self.settle(klb, lb_id).await
             }
             Step::UpdateListenerCidrs {
                 id,
                 name: lname,
                 cidrs,
             } => {
-                let lb_id = o.lb.as_ref().map(|l| l.id.clone()).unwrap_or_default();
                 self.octavia
                     .update_listener_allowed_cidrs(&id, cidrs.as_deref())
                     .await
                     .map_err(Self::octavia_err("setting a listener's allowed_cidrs", &name))?;
                 info!(lb = %name, listener = %lname, ?cidrs, "listener allowed_cidrs set");
-                self.settle(klb, &lb_id).await
+                self.settle(klb, lb_id).await
             }
             Step::UpdatePoolPersistence {
                 id,
                 name: pname,
                 source_ip,
             } => {
-                let lb_id = o.lb.as_ref().map(|l| l.id.clone()).unwrap_or_default();
                 self.octavia
                     .update_pool_persistence(&id, source_ip)
                     .await
                     .map_err(Self::octavia_err("setting a pool's session persistence", &name))?;
                 info!(lb = %name, pool = %pname, source_ip, "pool session persistence set");
-                self.settle(klb, &lb_id).await
+                self.settle(klb, lb_id).await
             }
             Step::CreateHealthMonitor {
                 pool_id,
                 name: pname,
                 settings,
             } => {
-                let lb_id = o.lb.as_ref().map(|l| l.id.clone()).unwrap_or_default();
                 let body = kuryr_openstack::octavia::HealthMonitorCreate {
                     pool_id,
                     name: pname.clone(),
@@ -221,16 +217,15 @@ impl KlbHandler {
                     .await
                     .map_err(Self::octavia_err("creating a health monitor", &name))?;
                 info!(lb = %name, pool = %pname, "health monitor created");
-                self.settle(klb, &lb_id).await
+                self.settle(klb, lb_id).await
             }
             Step::DeleteHealthMonitor { id, name: pname } => {
-                let lb_id = o.lb.as_ref().map(|l| l.id.clone()).unwrap_or_default();
                 self.octavia
                     .delete_health_monitor(&id)
                     .await
                     .map_err(Self::octavia_err("deleting a health monitor", &name))?;
                 info!(lb = %name, pool = %pname, "health monitor deleted");
-                self.settle(klb, &lb_id).await
+                self.settle(klb, lb_id).await
             }
             Step::WriteStatus(st) => {
                 self.patch_status(klb, &st).await?;
@@ -247,10 +242,7 @@ impl KlbHandler {
                 Ok(Flow::Next)
             }
             Step::WarnUnsupported(what) => {
-                self.warned
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .insert(name.clone(), what.clone());
+                self.warned().insert(name.clone(), what.clone());
                 for w in what {
                     // The Event recorder folds Events of the same object, reason and action
                     // into one series keeping the first note: one action per option keeps
@@ -285,10 +277,7 @@ impl KlbHandler {
                 finalizer::remove(&api, klb, KURYRLB_FINALIZER)
                     .await
                     .map_err(kerr("removing the finalizer"))?;
-                self.warned
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .remove(&name);
+                self.warned().remove(&name);
                 info!(lb = %name, "load balancer released");
                 Ok(Flow::Stop(Then::AwaitChange))
             }
