@@ -141,7 +141,9 @@ pub fn method_of(operation: &str) -> &'static str {
         | ops::LISTENER_LIST
         | ops::FLOATINGIP_LIST
         | ops::POOL_LIST
-        | ops::HM_GET => "GET",
+        | ops::HM_GET
+        | ops::SG_LIST
+        | ops::SG_RULE_LIST => "GET",
         ops::PORT_BULK_CREATE
         | ops::NETWORK_CREATE
         | ops::SUBNET_CREATE
@@ -149,7 +151,9 @@ pub fn method_of(operation: &str) -> &'static str {
         | ops::LISTENER_CREATE
         | ops::POOL_CREATE
         | ops::FLOATINGIP_CREATE
-        | ops::HM_CREATE => "POST",
+        | ops::HM_CREATE
+        | ops::SG_CREATE
+        | ops::SG_RULE_BULK_CREATE => "POST",
         ops::PORT_DELETE
         | ops::NETWORK_DELETE
         | ops::SUBNET_DELETE
@@ -157,13 +161,16 @@ pub fn method_of(operation: &str) -> &'static str {
         | ops::LISTENER_DELETE
         | ops::POOL_DELETE
         | ops::FLOATINGIP_DELETE
-        | ops::HM_DELETE => "DELETE",
+        | ops::HM_DELETE
+        | ops::SG_DELETE
+        | ops::SG_RULE_DELETE => "DELETE",
         ops::PORT_UPDATE
         | ops::PORT_SET_TAGS
         | ops::NETWORK_SET_TAGS
         | ops::SUBNET_SET_TAGS
         | ops::FLOATINGIP_UPDATE
         | ops::FLOATINGIP_SET_TAGS
+        | ops::SG_SET_TAGS
         | ops::ROUTER_ADD_INTERFACE
         | ops::ROUTER_REMOVE_INTERFACE
         | ops::MEMBER_BATCH_UPDATE

@@ -8,6 +8,10 @@
 use crate::error::Result;
 use crate::floating_ip::{FloatingIp, FloatingIpCreate, FloatingIpFilter};
 use crate::model::{NetworkCreate, PortCreate, PortFilter, PortUpdate, ResourceFilter, SubnetCreate};
+use crate::security_group::{
+    SecurityGroup, SecurityGroupCreate, SecurityGroupFilter, SecurityGroupRule, SecurityGroupRuleCreate,
+    SecurityGroupRuleFilter,
+};
 use kuryr_core::neutron::{Network, Port, QuotaUsage, Subnet, SubnetPool, TagMode};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -116,4 +120,40 @@ pub trait Neutron: Send + Sync {
 
     /// Deletes a floating IP; an already deleted one is success.
     fn delete_floating_ip<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>>;
+
+    /// Security groups matching `filter`.
+    fn list_security_groups<'a>(
+        &'a self,
+        filter: &'a SecurityGroupFilter,
+    ) -> BoxFuture<'a, Result<Vec<SecurityGroup>>>;
+
+    /// Creates a security group that admits nothing: the allow-all egress rules Neutron puts in
+    /// every new group are deleted before it is returned (tags as for networks; a group whose
+    /// tagging or clean-up fails is deleted again).
+    fn create_security_group<'a>(
+        &'a self,
+        sg: &'a SecurityGroupCreate,
+    ) -> BoxFuture<'a, Result<SecurityGroup>>;
+
+    /// Deletes a security group; an already deleted one is success, one still on a port a
+    /// [`Conflict`](crate::Error::Conflict).
+    fn delete_security_group<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>>;
+
+    /// The rules of the groups in `filter`, per
+    /// [`MAX_IDS_PER_REQUEST`](crate::client::MAX_IDS_PER_REQUEST) groups a request.
+    fn list_security_group_rules<'a>(
+        &'a self,
+        filter: &'a SecurityGroupRuleFilter,
+    ) -> BoxFuture<'a, Result<Vec<SecurityGroupRule>>>;
+
+    /// Creates `rules` with Neutron's bulk create: ONE request per
+    /// [`MAX_RULES_PER_REQUEST`](crate::client::MAX_RULES_PER_REQUEST) rules, all or nothing
+    /// within a request (a rule that already exists fails its request with a Conflict).
+    fn create_security_group_rules<'a>(
+        &'a self,
+        rules: &'a [SecurityGroupRuleCreate],
+    ) -> BoxFuture<'a, Result<Vec<SecurityGroupRule>>>;
+
+    /// Deletes a rule (Neutron has no bulk delete); an already deleted one is success.
+    fn delete_security_group_rule<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>>;
 }

@@ -8,6 +8,7 @@
 
 mod ipam;
 mod neutron_impl;
+mod security_groups;
 #[cfg(test)]
 mod tests;
 
@@ -109,6 +110,8 @@ struct State {
     /// `(router, subnet)` → router port ID.
     router_interfaces: BTreeMap<(String, String), String>,
     floating_ips: BTreeMap<String, FloatingIp>,
+    security_groups: BTreeMap<String, crate::security_group::SecurityGroup>,
+    sg_rules: BTreeMap<String, crate::security_group::SecurityGroupRule>,
     /// Host part of the next floating IP address (172.24.4.N).
     next_fip_host: u32,
     faults: Vec<Fault>,
@@ -317,6 +320,21 @@ impl FakeNeutron {
     /// `(router, subnet)` pairs attached.
     pub fn router_interfaces(&self) -> Vec<(String, String)> {
         self.lock().router_interfaces.keys().cloned().collect()
+    }
+
+    /// Every security group.
+    pub fn security_groups(&self) -> Vec<crate::security_group::SecurityGroup> {
+        self.lock().security_groups.values().cloned().collect()
+    }
+
+    /// The rules of one security group.
+    pub fn security_group_rules(&self, sg_id: &str) -> Vec<crate::security_group::SecurityGroupRule> {
+        self.lock()
+            .sg_rules
+            .values()
+            .filter(|r| r.security_group_id == sg_id)
+            .cloned()
+            .collect()
     }
 
     /// Every floating IP.

@@ -29,6 +29,7 @@ pub mod floating_ip;
 pub mod model;
 pub mod observe;
 pub mod octavia;
+pub mod security_group;
 
 pub use api::{BoxFuture, Neutron};
 pub use client::OpenStackNeutron;
@@ -39,3 +40,7 @@ pub use kuryr_core::neutron::{Network, Port, QuotaUsage, Subnet, SubnetPool, Tag
 pub use model::{NetworkCreate, PortCreate, PortFilter, PortUpdate, ResourceFilter, SubnetCreate};
 pub use observe::{CountingObserver, NoopObserver, RequestObserver, ops};
 pub use octavia::{Octavia, OpenStackOctavia};
+pub use security_group::{
+    SecurityGroup, SecurityGroupCreate, SecurityGroupFilter, SecurityGroupRule, SecurityGroupRuleCreate,
+    SecurityGroupRuleFilter,
+};

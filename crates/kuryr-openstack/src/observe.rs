@@ -61,6 +61,20 @@ pub mod ops {
     pub const FLOATINGIP_DELETE: &str = "floatingip_delete";
     /// `PUT /v2.0/floatingips/{id}/tags`.
     pub const FLOATINGIP_SET_TAGS: &str = "floatingip_set_tags";
+    /// `GET /v2.0/security-groups?...`.
+    pub const SG_LIST: &str = "sg_list";
+    /// `POST /v2.0/security-groups`.
+    pub const SG_CREATE: &str = "sg_create";
+    /// `DELETE /v2.0/security-groups/{id}`.
+    pub const SG_DELETE: &str = "sg_delete";
+    /// `PUT /v2.0/security-groups/{id}/tags`.
+    pub const SG_SET_TAGS: &str = "sg_set_tags";
+    /// `GET /v2.0/security-group-rules?...`.
+    pub const SG_RULE_LIST: &str = "sg_rule_list";
+    /// `POST /v2.0/security-group-rules` (bulk).
+    pub const SG_RULE_BULK_CREATE: &str = "sg_rule_bulk_create";
+    /// `DELETE /v2.0/security-group-rules/{id}`.
+    pub const SG_RULE_DELETE: &str = "sg_rule_delete";
     /// Octavia `GET /` (version document).
     pub const LB_VERSIONS: &str = "lb_versions";
     /// `GET /v2/lbaas/loadbalancers?...`.

@@ -8,7 +8,8 @@ use futures::FutureExt;
 use kuryr_config::CloudAuth;
 use kuryr_openstack::{
     ConnectOptions, CountingObserver, Error, NetworkCreate, Neutron, OpenStackNeutron, PortCreate,
-    PortFilter, PortUpdate, ResourceFilter, SubnetCreate, TagMode, ops,
+    PortFilter, PortUpdate, ResourceFilter, SecurityGroupCreate, SecurityGroupFilter,
+    SecurityGroupRuleCreate, SecurityGroupRuleFilter, SubnetCreate, TagMode, ops,
 };
 use std::collections::HashMap;
 use std::future::Future;
@@ -106,6 +107,16 @@ async fn cleanup(client: &OpenStackNeutron, tag: &str) -> anyhow::Result<usize> 
     found += nets.len();
     for n in nets {
         client.delete_network(&n.id).await?;
+    }
+    let sgs = client
+        .list_security_groups(&SecurityGroupFilter {
+            tags: vec![tag.to_string()],
+            ..Default::default()
+        })
+        .await?;
+    found += sgs.len();
+    for g in sgs {
+        client.delete_security_group(&g.id).await?;
     }
     Ok(found)
 }
@@ -806,4 +817,103 @@ async fn octavia_load_balancer_lifecycle_with_batch_members() {
         Ok(Err(e)) => panic!("{e:#}"),
         Err(p) => std::panic::resume_unwind(p),
     }
+}
+
+/// Security groups as NetworkPolicy uses them: a new group admits nothing (Neutron's default
+/// egress rules removed), many rules go in with one request per
+/// `MAX_RULES_PER_REQUEST`, a duplicate rule and a group still on a port are typed Conflicts.
+#[tokio::test]
+async fn security_group_lifecycle_with_bulk_rules() {
+    let _crashes = sandbox_guard::CrashGuard::new();
+    let t = topology();
+    let obs = Arc::new(CountingObserver::default());
+    let client = connect_clouds_yaml(&t, obs.clone()).await;
+    let tag = unique_tag("sg");
+    let body = async {
+        let sg = client
+            .create_security_group(&SecurityGroupCreate {
+                name: "sg/kuryr-rs-test-policy".into(),
+                description: "kuryr-rs sandbox test".into(),
+                tags: vec![tag.clone()],
+                ..Default::default()
+            })
+            .await
+            .context("create security group")?;
+        ensure!(sg.tags.contains(&tag), "tags {:?}", sg.tags);
+        let only = SecurityGroupRuleFilter {
+            security_group_ids: vec![sg.id.clone()],
+        };
+        let rules = client.list_security_group_rules(&only).await?;
+        ensure!(rules.is_empty(), "a new group must admit nothing, has {rules:?}");
+
+        // 120 /32 rules: two bulk requests (100 + 20).
+        let wanted: Vec<SecurityGroupRuleCreate> = (0..120u32)
+            .map(|i| SecurityGroupRuleCreate {
+                security_group_id: sg.id.clone(),
+                direction: if i % 2 == 0 { "ingress" } else { "egress" }.into(),
+                ethertype: "IPv4".into(),
+                protocol: Some("tcp".into()),
+                port_range_min: Some(80),
+                port_range_max: Some(81),
+                remote_ip_prefix: Some(format!("10.250.{}.{}/32", i / 200, i % 200)),
+                description: Some("kuryr-rs test rule".into()),
+            })
+            .collect();
+        let before = obs.count(ops::SG_RULE_BULK_CREATE, "ok");
+        let start = Instant::now();
+        let created = client
+            .create_security_group_rules(&wanted)
+            .await
+            .context("bulk rules")?;
+        let took = start.elapsed();
+        let requests = obs.count(ops::SG_RULE_BULK_CREATE, "ok") - before;
+        println!(
+            "120 security-group rules in {requests} requests: {} ms",
+            took.as_millis()
+        );
+        ensure!(
+            created.len() == 120 && requests == 2,
+            "created {} in {requests} requests",
+            created.len()
+        );
+        ensure!(client.list_security_group_rules(&only).await?.len() == 120);
+
+        let dup = client.create_security_group_rules(&wanted[..1]).await;
+        ensure!(
+            matches!(&dup, Err(Error::Conflict { kind, .. }) if kind == "SecurityGroupRuleExists"),
+            "a duplicate rule must be a typed Conflict: {dup:?}"
+        );
+
+        // On a port, the group cannot go.
+        let port = client
+            .create_ports_bulk(&[PortCreate {
+                network_id: get(&t, "POD_NETWORK_ID").into(),
+                security_groups: Some(vec![sg.id.clone()]),
+                tags: vec![tag.clone()],
+                ..Default::default()
+            }])
+            .await
+            .context("port with the group")?;
+        let busy = client.delete_security_group(&sg.id).await;
+        ensure!(
+            matches!(&busy, Err(Error::Conflict { kind, .. }) if kind == "SecurityGroupInUse"),
+            "deleting a group in use: {busy:?}"
+        );
+        for p in &port {
+            client.delete_port(&p.id).await?;
+        }
+        client.delete_security_group_rule(&created[0].id).await?;
+        client
+            .delete_security_group_rule(&created[0].id)
+            .await
+            .context("delete again = ok")?;
+        ensure!(client.list_security_group_rules(&only).await?.len() == 119);
+        client.delete_security_group(&sg.id).await?;
+        client
+            .delete_security_group(&sg.id)
+            .await
+            .context("delete again = ok")?;
+        Ok(())
+    };
+    with_cleanup(&client, &tag, body).await;
 }

@@ -1,6 +1,10 @@
 //! [`Neutron`] for [`OpenStackNeutron`]: each operation is one of the client's request helpers.
 
 use super::*;
+use crate::security_group::{
+    SecurityGroup, SecurityGroupCreate, SecurityGroupFilter, SecurityGroupRule, SecurityGroupRuleCreate,
+    SecurityGroupRuleFilter,
+};
 
 impl Neutron for OpenStackNeutron {
     fn tag_mode(&self) -> TagMode {
@@ -206,5 +210,41 @@ impl Neutron for OpenStackNeutron {
 
     fn delete_floating_ip<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
         Box::pin(self.delete(ops::FLOATINGIP_DELETE, "floatingips", id))
+    }
+
+    fn list_security_groups<'a>(
+        &'a self,
+        filter: &'a SecurityGroupFilter,
+    ) -> BoxFuture<'a, Result<Vec<SecurityGroup>>> {
+        Box::pin(self.sg_list(filter))
+    }
+
+    fn create_security_group<'a>(
+        &'a self,
+        sg: &'a SecurityGroupCreate,
+    ) -> BoxFuture<'a, Result<SecurityGroup>> {
+        Box::pin(self.sg_create(sg))
+    }
+
+    fn delete_security_group<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.sg_delete(id))
+    }
+
+    fn list_security_group_rules<'a>(
+        &'a self,
+        filter: &'a SecurityGroupRuleFilter,
+    ) -> BoxFuture<'a, Result<Vec<SecurityGroupRule>>> {
+        Box::pin(self.sg_rule_list(filter))
+    }
+
+    fn create_security_group_rules<'a>(
+        &'a self,
+        rules: &'a [SecurityGroupRuleCreate],
+    ) -> BoxFuture<'a, Result<Vec<SecurityGroupRule>>> {
+        Box::pin(self.sg_rule_bulk_create(rules))
+    }
+
+    fn delete_security_group_rule<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.sg_rule_delete(id))
     }
 }

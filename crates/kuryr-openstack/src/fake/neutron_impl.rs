@@ -2,6 +2,10 @@
 //! `FakeNeutron::run` (call counting, injected faults, observation).
 
 use super::*;
+use crate::security_group::{
+    SecurityGroup, SecurityGroupCreate, SecurityGroupFilter, SecurityGroupRule, SecurityGroupRuleCreate,
+    SecurityGroupRuleFilter,
+};
 
 fn create_port(st: &mut State, op: &'static str, req: &PortCreate) -> Result<Port> {
     let net = st
@@ -515,6 +519,49 @@ impl Neutron for FakeNeutron {
     fn delete_floating_ip<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
         self.run(ops::FLOATINGIP_DELETE, move |st| {
             st.floating_ips.remove(id);
+            Ok(())
+        })
+    }
+
+    fn list_security_groups<'a>(
+        &'a self,
+        f: &'a SecurityGroupFilter,
+    ) -> BoxFuture<'a, Result<Vec<SecurityGroup>>> {
+        self.run(ops::SG_LIST, move |st| Ok(security_groups::list(st, f)))
+    }
+
+    fn create_security_group<'a>(
+        &'a self,
+        req: &'a SecurityGroupCreate,
+    ) -> BoxFuture<'a, Result<SecurityGroup>> {
+        self.run(ops::SG_CREATE, move |st| Ok(security_groups::create(st, req)))
+    }
+
+    fn delete_security_group<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
+        self.run(ops::SG_DELETE, move |st| security_groups::delete(st, id))
+    }
+
+    fn list_security_group_rules<'a>(
+        &'a self,
+        f: &'a SecurityGroupRuleFilter,
+    ) -> BoxFuture<'a, Result<Vec<SecurityGroupRule>>> {
+        self.run(ops::SG_RULE_LIST, move |st| {
+            Ok(security_groups::list_rules(st, f))
+        })
+    }
+
+    fn create_security_group_rules<'a>(
+        &'a self,
+        rules: &'a [SecurityGroupRuleCreate],
+    ) -> BoxFuture<'a, Result<Vec<SecurityGroupRule>>> {
+        self.run(ops::SG_RULE_BULK_CREATE, move |st| {
+            security_groups::create_rules(st, rules)
+        })
+    }
+
+    fn delete_security_group_rule<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
+        self.run(ops::SG_RULE_DELETE, move |st| {
+            st.sg_rules.remove(id);
             Ok(())
         })
     }

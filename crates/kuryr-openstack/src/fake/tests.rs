@@ -181,3 +181,85 @@ fn namespace_network_lifecycle() {
         assert_eq!(fake.networks().len(), 1);
     });
 }
+
+#[test]
+fn security_groups_like_neutron() {
+    use crate::security_group::{
+        SecurityGroupCreate, SecurityGroupFilter, SecurityGroupRuleCreate, SecurityGroupRuleFilter,
+    };
+    let fake = FakeNeutron::new();
+    let neutron: Arc<dyn Neutron> = Arc::new(fake.clone());
+    let (net, subnet) = fake.add_network("pods", "10.0.0.0/24");
+    block(async {
+        let sg = neutron
+            .create_security_group(&SecurityGroupCreate {
+                name: "sg/x-np".into(),
+                tags: vec!["k".into()],
+                ..Default::default()
+            })
+            .await
+            .expect("create");
+        let only = SecurityGroupRuleFilter {
+            security_group_ids: vec![sg.id.clone()],
+        };
+        assert!(
+            neutron
+                .list_security_group_rules(&only)
+                .await
+                .expect("list")
+                .is_empty(),
+            "starts empty"
+        );
+        let rule = SecurityGroupRuleCreate {
+            security_group_id: sg.id.clone(),
+            direction: "ingress".into(),
+            ethertype: "IPv4".into(),
+            protocol: Some("tcp".into()),
+            port_range_min: Some(80),
+            port_range_max: Some(80),
+            remote_ip_prefix: Some("10.0.0.5/32".into()),
+            ..Default::default()
+        };
+        let created = neutron
+            .create_security_group_rules(std::slice::from_ref(&rule))
+            .await
+            .expect("rules");
+        let again = neutron
+            .create_security_group_rules(std::slice::from_ref(&rule))
+            .await;
+        assert!(
+            matches!(again, Err(Error::Conflict { ref kind, .. }) if kind == "SecurityGroupRuleExists"),
+            "{again:?}"
+        );
+        let missing = SecurityGroupRuleCreate {
+            security_group_id: "nope".into(),
+            ..rule.clone()
+        };
+        let nf = neutron.create_security_group_rules(&[missing]).await;
+        assert!(matches!(nf, Err(Error::NotFound { .. })), "{nf:?}");
+        let mut port = pod_port(&net.id, &subnet.id, "kuryr");
+        port.security_groups = Some(vec![sg.id.clone()]);
+        let p = neutron.create_ports_bulk(&[port]).await.expect("port");
+        let busy = neutron.delete_security_group(&sg.id).await;
+        assert!(
+            matches!(busy, Err(Error::Conflict { ref kind, .. }) if kind == "SecurityGroupInUse"),
+            "{busy:?}"
+        );
+        neutron.delete_port(&p[0].id).await.expect("port delete");
+        neutron
+            .delete_security_group_rule(&created[0].id)
+            .await
+            .expect("rule delete");
+        assert!(fake.security_group_rules(&sg.id).is_empty());
+        let by_tag = SecurityGroupFilter {
+            tags: vec!["k".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            neutron.list_security_groups(&by_tag).await.expect("list").len(),
+            1
+        );
+        neutron.delete_security_group(&sg.id).await.expect("delete");
+        assert!(fake.security_groups().is_empty());
+    });
+}
