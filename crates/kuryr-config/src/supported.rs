@@ -20,7 +20,13 @@ pub const IMPLEMENTED_HANDLERS: &[&str] = &[
     "service",
     "endpoints",
     "kuryrloadbalancer",
+    "policy",
+    "kuryrnetworkpolicy",
+    "pod_label",
 ];
+
+/// The handlers NetworkPolicy needs, all together with `pod_security_groups_driver = policy`.
+pub const POLICY_HANDLERS: &[&str] = &["policy", "kuryrnetworkpolicy", "pod_label"];
 
 /// Handlers of upstream's that kuryr-rs does not run yet, with the feature they belong to.
 pub const PENDING_HANDLERS: &[(&str, &str)] = &[
@@ -32,9 +38,6 @@ pub const PENDING_HANDLERS: &[(&str, &str)] = &[
         "lbaasspec",
         "Services through upstream's pre-CRD annotations (use service, endpoints, kuryrloadbalancer)",
     ),
-    ("policy", "NetworkPolicy"),
-    ("kuryrnetworkpolicy", "NetworkPolicy"),
-    ("pod_label", "NetworkPolicy"),
     ("ingresslb", "OpenShift routes"),
     ("ocproute", "OpenShift routes"),
     ("machine", "OpenShift machines"),
@@ -154,6 +157,46 @@ impl Checker<'_> {
         }
     }
 
+    /// NetworkPolicy is the policy driver and its three handlers together: either alone would
+    /// fail silently (policies translated but never on a port, or pods waiting for groups no
+    /// handler makes).
+    fn policy_handlers(&mut self, k: &crate::groups::KubernetesConf) {
+        let enabled: Vec<&str> = POLICY_HANDLERS
+            .iter()
+            .copied()
+            .filter(|h| k.enabled_handlers.iter().any(|e| e == h))
+            .collect();
+        let policy_driver = k.pod_security_groups_driver == "policy";
+        if policy_driver && enabled.len() < POLICY_HANDLERS.len() {
+            let missing: Vec<&str> = POLICY_HANDLERS
+                .iter()
+                .copied()
+                .filter(|h| !enabled.contains(h))
+                .collect();
+            self.errors.push(ConfigError::NotImplemented {
+                origin: origin_of(self.config, "kubernetes", "pod_security_groups_driver"),
+                group: "kubernetes",
+                option: "pod_security_groups_driver",
+                value: k.pod_security_groups_driver.clone(),
+                what: format!(
+                    "NetworkPolicy also needs these handlers in [kubernetes] enabled_handlers: {}",
+                    missing.join(", ")
+                ),
+            });
+        } else if !policy_driver && !enabled.is_empty() {
+            self.errors.push(ConfigError::NotImplemented {
+                origin: origin_of(self.config, "kubernetes", "enabled_handlers"),
+                group: "kubernetes",
+                option: "enabled_handlers",
+                value: enabled.join(","),
+                what: format!(
+                    "NetworkPolicy handlers need [kubernetes] pod_security_groups_driver = policy (it is {})",
+                    k.pod_security_groups_driver
+                ),
+            });
+        }
+    }
+
     fn controller(&mut self) {
         let k = self.config.groups.kubernetes.clone();
         self.one_of(
@@ -181,9 +224,17 @@ impl Checker<'_> {
             "kubernetes",
             "pod_security_groups_driver",
             &k.pod_security_groups_driver,
-            &["default"],
-            |v| format!("the {v} security groups driver (NetworkPolicy) is not implemented by kuryr-rs yet"),
+            &["default", "policy"],
+            |v| format!("the {v} security groups driver is not implemented by kuryr-rs"),
         );
+        self.one_of(
+            "kubernetes",
+            "service_security_groups_driver",
+            &k.service_security_groups_driver,
+            &["default", "policy"],
+            |v| format!("the {v} security groups driver is not implemented by kuryr-rs"),
+        );
+        self.policy_handlers(&k);
         for (opt, value) in [
             ("pod_project_driver", &k.pod_project_driver),
             ("namespace_project_driver", &k.namespace_project_driver),

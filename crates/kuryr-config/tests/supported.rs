@@ -69,19 +69,37 @@ fn multi_vif_drivers_other_than_noop_are_refused() {
 }
 
 #[test]
-fn the_policy_security_groups_driver_is_refused_until_networkpolicy_lands() {
+fn the_policy_security_groups_driver_needs_the_policy_handlers_and_back() {
     let m = message("pod_security_groups_driver = policy\n");
     assert!(
         m.contains("[kubernetes] pod_security_groups_driver = policy"),
         "{m}"
     );
-    assert!(m.contains("NetworkPolicy"), "{m}");
+    assert!(m.contains("policy, kuryrnetworkpolicy, pod_label"), "{m}");
+    let text = BASE.replace("kuryrport\n", "kuryrport,policy\n");
+    let errs = from_strs(&[("kuryr.conf", &text)], Role::Controller, &no_env)
+        .expect_err("refused")
+        .0;
+    let m = errs
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        m.contains("pod_security_groups_driver = policy (it is default)"),
+        "{m}"
+    );
+    let text = BASE.replace(
+        "kuryrport\n",
+        "kuryrport,policy,kuryrnetworkpolicy,pod_label\npod_security_groups_driver = policy\n",
+    );
+    from_strs(&[("kuryr.conf", &text)], Role::Controller, &no_env).expect("NetworkPolicy starts");
 }
 
 #[test]
 fn handlers_set_in_a_file_must_be_implemented() {
     let text = "[neutron_defaults]\nproject = p\npod_subnet = s\npod_security_groups = sg\nservice_subnet = v\n\
-                [kubernetes]\nenabled_handlers = vif,kuryrport,service,endpoints,policy\n";
+                [kubernetes]\nenabled_handlers = vif,kuryrport,service,endpoints,lbaasspec\n";
     let errs = from_strs(&[("k.conf", text)], Role::Controller, &no_env)
         .expect_err("refused")
         .0;
@@ -92,7 +110,7 @@ fn handlers_set_in_a_file_must_be_implemented() {
         .unwrap_or_else(|| panic!("no enabled_handlers error in {errs:#?}"));
     assert!(m.starts_with("k.conf:7: [kubernetes] enabled_handlers"), "{m}");
     assert!(!m.contains("service ("), "Services are implemented: {m}");
-    assert!(m.contains("policy (NetworkPolicy)"), "{m}");
+    assert!(m.contains("lbaasspec (Services through"), "{m}");
     // A typo is no handler at all.
     let m = message("[kubernetes]\nenabled_handlers = vif,kuryrprot\n");
     assert!(m.contains("kuryrprot") && m.contains("no such handler"), "{m}");
@@ -163,7 +181,8 @@ fn upstreams_full_sample_is_refused_by_the_controller_naming_each_missing_featur
         })
         .collect();
     assert!(named.contains(&"pod_vif_driver".to_string()), "{named:?}");
-    assert!(named.contains(&"enabled_handlers".to_string()), "{named:?}");
+    // Its handlers (Services and NetworkPolicy included) are all implemented now.
+    assert!(!named.contains(&"enabled_handlers".to_string()), "{named:?}");
     for e in &errs {
         assert!(e.origin().is_some(), "every refusal names its file and line: {e}");
     }

@@ -76,6 +76,8 @@ pub struct ClusterOptions {
     /// `--services on|off` (the Service handlers; off in [`ClusterOptions::for_test`]: tests
     /// of the pod path need no load balancers).
     pub services: bool,
+    /// `--policies on|off` (NetworkPolicy; off in [`ClusterOptions::for_test`] like Services).
+    pub policies: bool,
     /// `--set GROUP.OPTION=VALUE` items.
     pub sets: Vec<String>,
     /// `--cni bridge` (dry run with the reference plugin).
@@ -96,6 +98,7 @@ impl ClusterOptions {
             pool: true,
             namespace_subnets: false,
             services: false,
+            policies: false,
             sets: Vec::new(),
             cni_bridge: false,
             controller: true,
@@ -124,6 +127,8 @@ impl ClusterOptions {
             .into(),
             "--services".into(),
             if self.services { "on" } else { "off" }.into(),
+            "--policies".into(),
+            if self.policies { "on" } else { "off" }.into(),
         ];
         if let Some(b) = &self.bin_dir {
             a.push("--bin-dir".into());

@@ -12,6 +12,7 @@ pub mod burst;
 pub mod cluster;
 pub mod error;
 pub mod metrics;
+pub mod netpol;
 pub mod neutron;
 pub mod pods;
 pub mod probe;

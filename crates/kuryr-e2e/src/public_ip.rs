@@ -59,6 +59,19 @@ pub async fn wait_warning(
     text: &str,
     timeout: Duration,
 ) -> Result<String> {
+    wait_warning_on(client, ns, "Service", name, text, timeout).await
+}
+
+/// Waits for a Warning Event on the `kind` object `ns/name` whose message contains `text`; its
+/// message.
+pub async fn wait_warning_on(
+    client: &Client,
+    ns: &str,
+    kind: &str,
+    name: &str,
+    text: &str,
+    timeout: Duration,
+) -> Result<String> {
     use k8s_openapi::api::core::v1::Event;
     let events: Api<Event> = Api::namespaced(client.clone(), ns);
     let deadline = tokio::time::Instant::now() + timeout;
@@ -73,7 +86,7 @@ pub async fn wait_warning(
         if let Some(m) = list.items.into_iter().find_map(|e| {
             let m = e.message.unwrap_or_default();
             (e.type_.as_deref() == Some("Warning")
-                && e.involved_object.kind.as_deref() == Some("Service")
+                && e.involved_object.kind.as_deref() == Some(kind)
                 && e.involved_object.name.as_deref() == Some(name)
                 && m.contains(text))
             .then_some(m)
@@ -82,7 +95,7 @@ pub async fn wait_warning(
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(Error::Timeout {
-                what: format!("a Warning Event on service {ns}/{name} saying {text:?}"),
+                what: format!("a Warning Event on {kind} {ns}/{name} saying {text:?}"),
                 secs: timeout.as_secs(),
             });
         }

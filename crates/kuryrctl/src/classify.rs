@@ -464,17 +464,36 @@ pub fn check_stale_kuryrports(pods: &[Pod], kps: &[KuryrPort]) -> Check {
 /// An object carrying finalizers: `(kind, namespace/name, finalizers)`.
 pub type Finalized = (&'static str, String, Vec<String>);
 
-/// Kinds whose kuryr finalizers no kuryr-rs handler removes yet (NetworkPolicy is not
-/// implemented; Services and KuryrLoadBalancers are, and adopt upstream's).
-pub const UNHANDLED_KINDS: &[&str] = &["NetworkPolicy", "KuryrNetworkPolicy"];
+/// The handler that removes each kind's kuryr finalizer.
+pub const FINALIZER_HANDLERS: &[(&str, &str)] = &[
+    ("Service", "kuryrloadbalancer"),
+    ("KuryrLoadBalancer", "kuryrloadbalancer"),
+    ("NetworkPolicy", "kuryrnetworkpolicy"),
+    ("KuryrNetworkPolicy", "kuryrnetworkpolicy"),
+];
 
-/// Objects whose kuryr finalizer no running kuryr-rs handler removes yet (left by upstream
-/// Kuryr: NetworkPolicies, KuryrNetworkPolicies): deleting them (or their namespace) hangs
-/// until the handlers land or the finalizer is removed by hand.
-pub fn check_unhandled_finalizers(objects: &[Finalized]) -> Check {
+/// Objects carrying a kuryr finalizer whose handler is not in `enabled_handlers` (the
+/// configuration's `[kubernetes] enabled_handlers`; `None` when no kuryr.conf was given): left
+/// by upstream Kuryr, deleting them (or their namespace) hangs until that handler runs or the
+/// finalizer is removed by hand.
+pub fn check_unhandled_finalizers(objects: &[Finalized], enabled_handlers: Option<&[String]>) -> Check {
+    let handler_of = |kind: &str| {
+        FINALIZER_HANDLERS
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, h)| *h)
+    };
+    let Some(enabled) = enabled_handlers else {
+        return Check {
+            check: "Upstream finalizers",
+            result: Outcome::Success,
+            details: "not checked: give --config-file to compare kuryr finalizers with the enabled handlers"
+                .into(),
+        };
+    };
     let stuck: Vec<&Finalized> = objects
         .iter()
-        .filter(|(kind, _, _)| UNHANDLED_KINDS.contains(kind))
+        .filter(|(kind, _, _)| handler_of(kind).is_some_and(|h| !enabled.iter().any(|e| e == h)))
         .filter(|(_, _, fs)| {
             fs.iter()
                 .any(|f| f.starts_with(KURYR_FINALIZER_PREFIX) || f.contains(".kuryr.openstack.org"))
@@ -484,10 +503,7 @@ pub fn check_unhandled_finalizers(objects: &[Finalized]) -> Check {
         return Check {
             check: "Upstream finalizers",
             result: Outcome::Success,
-            details:
-                "no NetworkPolicy or KuryrNetworkPolicy carries a kuryr finalizer (those of Services and \
-                 KuryrLoadBalancers are handled)"
-                    .into(),
+            details: "every kuryr finalizer belongs to an enabled handler".into(),
         };
     }
     let mut per_kind: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
@@ -495,15 +511,17 @@ pub fn check_unhandled_finalizers(objects: &[Finalized]) -> Check {
         *per_kind.entry(kind).or_default() += 1;
     }
     let counts: Vec<String> = per_kind.iter().map(|(k, n)| format!("{n} {k}(s)")).collect();
+    let mut missing: Vec<&str> = per_kind.keys().filter_map(|k| handler_of(k)).collect();
+    missing.dedup();
     let examples: Vec<String> = stuck.iter().take(5).map(|(k, n, _)| format!("{k} {n}")).collect();
     Check {
         check: "Upstream finalizers",
         result: Outcome::Warning,
         details: format!(
-            "{} carry kuryr finalizers that kuryr-rs does not handle yet (NetworkPolicy is not \
-             implemented): deleting them or their namespace waits until those handlers run or the finalizer \
-             is removed by hand (e.g. {})",
+            "{} carry kuryr finalizers whose handler is not enabled ({}): deleting them or their namespace \
+             waits until it runs or the finalizer is removed by hand (e.g. {})",
             counts.join(", "),
+            missing.join(", "),
             examples.join(", ")
         ),
     }

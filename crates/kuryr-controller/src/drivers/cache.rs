@@ -34,6 +34,8 @@ where
     store: Store<K>,
     synced: Arc<AtomicBool>,
     task: Option<JoinHandle<()>>,
+    /// Bumped after every change is in the store.
+    changed: tokio::sync::watch::Sender<u64>,
 }
 
 impl<K> Reflected<K>
@@ -47,11 +49,20 @@ where
         let (store, writer) = reflector::store();
         let synced = Arc::new(AtomicBool::new(false));
         let flag = synced.clone();
+        let (changed, _) = tokio::sync::watch::channel(0u64);
+        let bump = changed.clone();
         let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
             .default_backoff()
             .for_each(move |ev| {
                 if matches!(ev, Ok(watcher::Event::InitDone)) {
                     flag.store(true, Ordering::Release);
+                }
+                // The reflector has written the event to the store before yielding it.
+                if matches!(
+                    ev,
+                    Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone)
+                ) {
+                    bump.send_modify(|n| *n = n.wrapping_add(1));
                 }
                 if let Err(e) = ev {
                     tracing::warn!(cache = what, error = %e, "driver cache watch failed, retrying");
@@ -63,6 +74,7 @@ where
             store,
             synced,
             task: Some(task),
+            changed,
         })
     }
 
@@ -73,6 +85,7 @@ where
             store,
             synced,
             task: None,
+            changed: tokio::sync::watch::channel(0u64).0,
         }
     }
 
@@ -88,6 +101,15 @@ where
     /// Whether the initial list has been received (before that a miss means nothing).
     pub fn is_synced(&self) -> bool {
         self.synced.load(Ordering::Acquire)
+    }
+
+    /// A stream that yields after the cache changed (bursts coalesce into one item): a trigger
+    /// for reconciles that read this cache, which then see the change — unlike a second watch
+    /// of the same kind, which may fire before this cache has caught up.
+    pub fn changes(&self) -> impl futures::Stream<Item = ()> + Send + 'static {
+        let mut rx = self.changed.subscribe();
+        rx.mark_unchanged();
+        tokio_stream::wrappers::WatchStream::from_changes(rx).map(|_| ())
     }
 
     /// The underlying store.

@@ -4,6 +4,7 @@
 //! [`security_groups`].
 
 pub mod cache;
+pub mod policy_groups;
 pub mod project;
 pub mod security_groups;
 pub mod subnets;
@@ -118,8 +119,8 @@ impl Drivers {
     ) -> Result<Self, DriverError> {
         Ok(Self {
             project: ProjectDriver::from_config(config, client.clone())?,
-            subnets: SubnetsDriver::from_config(config, client, neutron)?,
-            security_groups: SecurityGroupsDriver::from_config(config)?,
+            subnets: SubnetsDriver::from_config(config, client.clone(), neutron.clone())?,
+            security_groups: SecurityGroupsDriver::from_config(config, client.clone(), neutron.clone())?,
         })
     }
 
@@ -127,7 +128,7 @@ impl Drivers {
     pub async fn pod_target(&self, pod: &Pod) -> Result<PodTarget, DriverError> {
         let project_id = self.project.pod_project(pod).await?;
         let subnets = self.subnets.pod_subnets(pod).await?;
-        let mut security_groups = self.security_groups.pod_security_groups(pod, &project_id)?;
+        let mut security_groups = self.security_groups.pod_security_groups(pod, &project_id).await?;
         security_groups.sort();
         security_groups.dedup();
         Ok(PodTarget {

@@ -164,7 +164,7 @@ impl PopHandler {
         Ok(Self {
             client: ctx.client.clone(),
             pools,
-            security_groups: SecurityGroupsDriver::from_config(&ctx.config)?,
+            security_groups: SecurityGroupsDriver::defaults(&ctx.config),
             nodes: Reflected::spawn(Api::all(ctx.client.clone()), "nodes")?,
         })
     }

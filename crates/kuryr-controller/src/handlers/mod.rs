@@ -5,9 +5,12 @@ pub mod endpoints;
 pub mod kuryrloadbalancer;
 pub mod kuryrnetwork;
 pub mod kuryrnetwork_population;
+pub mod kuryrnetworkpolicy;
 pub mod kuryrport;
 pub mod namespace;
 pub mod pod;
+pub mod pod_label;
+pub mod policy;
 pub mod scaffold;
 pub mod service;
 
@@ -70,7 +73,34 @@ pub const HANDLERS: &[HandlerSpec] = &[
         needs_openstack: true,
         start: |ctx| Box::pin(kuryrloadbalancer::start(ctx)),
     },
+    HandlerSpec {
+        name: policy::HANDLER,
+        needs_openstack: true,
+        start: |ctx| Box::pin(policy::start(ctx)),
+    },
+    HandlerSpec {
+        name: kuryrnetworkpolicy::HANDLER,
+        needs_openstack: true,
+        start: |ctx| Box::pin(kuryrnetworkpolicy::start(ctx)),
+    },
+    HandlerSpec {
+        name: pod_label::HANDLER,
+        needs_openstack: true,
+        start: |ctx| Box::pin(pod_label::start(ctx)),
+    },
 ];
+
+/// The object of kind `K` with the same namespace and name as `o` (a KuryrLoadBalancer's
+/// Service, a KuryrPort's Pod, a KuryrNetworkPolicy's NetworkPolicy): the mapper of a
+/// `Controller::watches` on the CRD that mirrors `K`.
+pub fn same_name<K, O>(o: &O) -> Option<kube::runtime::reflector::ObjectRef<K>>
+where
+    K: kube::Resource<DynamicType = ()>,
+    O: kube::ResourceExt,
+{
+    o.namespace()
+        .map(|ns| kube::runtime::reflector::ObjectRef::<K>::new(&o.name_any()).within(&ns))
+}
 
 /// Whether `config` enables a handler that talks to Octavia.
 pub fn needs_octavia(config: &kuryr_config::Config) -> bool {

@@ -14,7 +14,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::{
     Api, ResourceExt,
     api::{DeleteParams, Patch, PatchParams, PostParams},
-    runtime::{Controller, reflector::ObjectRef, watcher},
+    runtime::{Controller, watcher},
 };
 use kuryr_types::{KuryrLoadBalancer, constants::SERVICE_FINALIZER};
 use serde_json::json;
@@ -271,10 +271,7 @@ pub async fn start(ctx: Arc<Context>) {
         .watches(
             Api::<KuryrLoadBalancer>::all(client),
             watcher::Config::default(),
-            |k: KuryrLoadBalancer| {
-                k.namespace()
-                    .map(|ns| ObjectRef::<Service>::new(&k.name_any()).within(&ns))
-            },
+            |k: KuryrLoadBalancer| super::same_name::<Service, _>(&k),
         );
     scaffold::run(ctx, handler, controller, async {}, async {}).await;
 }

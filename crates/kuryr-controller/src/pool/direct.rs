@@ -160,6 +160,17 @@ impl PortSource for Direct {
         Box::pin(async { Ok(0) })
     }
 
+    fn port_updated(&self, _port: &kuryr_openstack::Port) {}
+
+    fn known_security_groups(&self, _port_id: &str) -> Option<Vec<String>> {
+        None
+    }
+
+    fn remove_security_group<'a>(&'a self, _sg_id: &'a str) -> BoxFuture<'a, Result<usize, Error>> {
+        // No pool: every port belongs to a pod, whose groups the policy driver sets.
+        Box::pin(async { Ok(0) })
+    }
+
     fn run_background(self: Arc<Self>, client: Client) -> BoxFuture<'static, ()> {
         let (interval, tagged) = (self.settings.janitor_interval, !self.settings.tags.is_empty());
         Box::pin(janitor::run_loop(interval, tagged, client, move |ids| {

@@ -150,4 +150,59 @@ impl VifPool {
         info!(network = %network_id, deleted = n, "network pools freed");
         Ok(n)
     }
+
+    /// See [`super::PortSource::known_security_groups`].
+    pub fn known_security_groups(&self, port_id: &str) -> Option<Vec<String>> {
+        lock(&self.ports).get(port_id).map(|p| p.security_groups.clone())
+    }
+
+    /// See [`super::PortSource::port_updated`].
+    pub fn port_updated(&self, port: &kuryr_openstack::Port) {
+        lock(&self.ports).insert(port.id.clone(), port.clone());
+        let sgs = kuryr_core::pool::SgSet::new(port.security_groups.iter().cloned());
+        // A port the pool does not know (not pooled) has no books to keep.
+        let _ = self.state().set_port_sgs(&port.id, sgs);
+    }
+
+    /// Takes `sg_id` off the pooled ports that carry it (see
+    /// [`super::PortSource::remove_security_group`]). Neutron first, then the pool's books: a
+    /// failed update leaves the books as they were, so a retry finds the same ports.
+    pub async fn remove_security_group(self: &Arc<Self>, sg_id: &str) -> Result<usize, Error> {
+        let ids: Vec<String> = {
+            let st = self.state();
+            st.port_ids()
+                .filter(|id| {
+                    st.port(id).is_some_and(|p| {
+                        p.state != PortState::Deleting
+                            && !matches!(p.state, PortState::InUse(_))
+                            && p.sgs.contains(sg_id)
+                    })
+                })
+                .map(str::to_string)
+                .collect()
+        };
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let update = PortUpdate {
+            security_groups: Some(Vec::new()),
+            ..PortUpdate::default()
+        };
+        for id in &ids {
+            let p = self
+                .neutron
+                .update_port(id, &update)
+                .await
+                .map_err(|source| Error::UpdatePort {
+                    port_id: id.clone(),
+                    what: "security groups",
+                    source,
+                })?;
+            lock(&self.ports).insert(p.id.clone(), p);
+        }
+        let moved = self.state().remove_sg(sg_id, None);
+        info!(security_group_id = %sg_id, ports = moved.len(), "security group taken off pooled ports");
+        self.publish_stats();
+        Ok(ids.len())
+    }
 }

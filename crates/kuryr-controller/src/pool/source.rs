@@ -48,6 +48,19 @@ pub trait PortSource: Send + Sync {
     /// Deletes the pooled ports of `network_id` (before the network goes); returns how many.
     fn free_network<'a>(&'a self, network_id: &'a str) -> BoxFuture<'a, Result<usize, Error>>;
 
+    /// The security groups of a port as the pool last saw them in Neutron (`None`: not a port
+    /// it knows): spares a read of a port it just handed out.
+    fn known_security_groups(&self, port_id: &str) -> Option<Vec<String>>;
+
+    /// Takes security group `sg_id` off every pooled (not in-use) port, before the group is
+    /// deleted (upstream's `remove_sg_from_pools`); returns how many ports were changed. Such
+    /// ports are left with no group (they admit nothing until taken, when they get a pod's).
+    fn remove_security_group<'a>(&'a self, sg_id: &'a str) -> BoxFuture<'a, Result<usize, Error>>;
+
+    /// A pod's port was changed by someone else (the policy driver set its security groups):
+    /// the pool's books follow, so the port goes back to the right group when released.
+    fn port_updated(&self, port: &kuryr_openstack::Port);
+
     /// The loops it needs while the KuryrPort handler runs (maintenance, janitor).
     fn run_background(self: Arc<Self>, client: Client) -> BoxFuture<'static, ()>;
 
@@ -92,6 +105,18 @@ impl PortSource for Pooled {
 
     fn free_network<'a>(&'a self, network_id: &'a str) -> BoxFuture<'a, Result<usize, Error>> {
         Box::pin(self.0.free_network(network_id))
+    }
+
+    fn known_security_groups(&self, port_id: &str) -> Option<Vec<String>> {
+        self.0.known_security_groups(port_id)
+    }
+
+    fn port_updated(&self, port: &kuryr_openstack::Port) {
+        self.0.port_updated(port);
+    }
+
+    fn remove_security_group<'a>(&'a self, sg_id: &'a str) -> BoxFuture<'a, Result<usize, Error>> {
+        Box::pin(self.0.remove_security_group(sg_id))
     }
 
     fn run_background(self: Arc<Self>, client: Client) -> BoxFuture<'static, ()> {

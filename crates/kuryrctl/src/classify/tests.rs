@@ -131,9 +131,16 @@ fn status_checks() {
 
 #[test]
 fn upstream_finalizers_on_unhandled_kinds_are_a_warning() {
-    let none = check_unhandled_finalizers(&[("Service", "default/web".into(), vec!["foreign/thing".into()])]);
+    let enabled: Vec<String> = ["vif", "kuryrport", "service", "endpoints", "kuryrloadbalancer"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let none = check_unhandled_finalizers(
+        &[("Service", "default/web".into(), vec!["foreign/thing".into()])],
+        Some(&enabled),
+    );
     assert_eq!(none.result, Outcome::Success);
-    let c = check_unhandled_finalizers(&[
+    let objects = [
         (
             "Service",
             "default/web".into(),
@@ -150,9 +157,24 @@ fn upstream_finalizers_on_unhandled_kinds_are_a_warning() {
             vec![kuryr_types::constants::NETWORKPOLICY_FINALIZER.into()],
         ),
         ("Service", "default/plain".into(), vec![]),
-    ]);
+    ];
+    let c = check_unhandled_finalizers(&objects, Some(&enabled));
     assert_eq!(c.result, Outcome::Warning);
-    // Services and KuryrLoadBalancers have their handlers now: only the policy counts.
+    // The Service handlers are enabled: only the policy counts.
     assert!(c.details.starts_with("1 NetworkPolicy(s) carry"), "{}", c.details);
-    assert!(c.details.contains("NetworkPolicy prod/deny"), "{}", c.details);
+    assert!(
+        c.details.contains("(kuryrnetworkpolicy)") && c.details.contains("NetworkPolicy prod/deny"),
+        "{}",
+        c.details
+    );
+    let mut all = enabled.clone();
+    all.extend(["policy", "kuryrnetworkpolicy", "pod_label"].map(String::from));
+    assert_eq!(
+        check_unhandled_finalizers(&objects, Some(&all)).result,
+        Outcome::Success
+    );
+    assert_eq!(
+        check_unhandled_finalizers(&objects, None).result,
+        Outcome::Success
+    );
 }

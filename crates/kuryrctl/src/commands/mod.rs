@@ -44,7 +44,19 @@ pub async fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8, Error> {
             cluster_tag,
             no_octavia,
         } => lbs::run(cli, &client, cluster_tag.as_deref(), *no_octavia, out).await,
-        Command::Status => status::run(&client, cli.output, out).await,
+        Command::Status => {
+            let handlers = if cli.config_file.is_empty() {
+                None
+            } else {
+                Some(
+                    crate::access::config(&cli.config_file)?
+                        .kubernetes
+                        .enabled_handlers
+                        .clone(),
+                )
+            };
+            status::run(&client, handlers.as_deref(), cli.output, out).await
+        }
     }
 }
 

@@ -20,7 +20,12 @@ use super::list;
 use crate::{Error, classify, cli::Output, output};
 
 /// Runs the checks.
-pub async fn run(client: &Client, format: Output, out: &mut dyn Write) -> Result<u8, Error> {
+pub async fn run(
+    client: &Client,
+    enabled_handlers: Option<&[String]>,
+    format: Output,
+    out: &mut dyn Write,
+) -> Result<u8, Error> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let present: BTreeSet<String> = crds
         .list(&ListParams::default())
@@ -46,6 +51,7 @@ pub async fn run(client: &Client, format: Output, out: &mut dyn Write) -> Result
     }
     checks.push(classify::check_unhandled_finalizers(
         &finalized_objects(client, &present).await?,
+        enabled_handlers,
     ));
     let worst = checks
         .iter()

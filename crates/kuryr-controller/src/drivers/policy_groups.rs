@@ -1,0 +1,342 @@
+//! The `policy` security-groups driver's index: which NetworkPolicies select a pod, the groups
+//! that implement them (the KuryrNetworkPolicies' `status.securityGroupId`), and the cluster's
+//! two open-direction groups. The rule of [`kuryr_netpol::assign`] decides: no policy selects
+//! the pod → the default groups; else every selecting policy's group, plus open-ingress when none
+//! isolates ingress and open-egress when none isolates egress. A selecting policy whose group
+//! does not exist yet makes the pod wait (no port without the groups it needs).
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::{Api, ResourceExt};
+use kuryr_netpol::{Direction, Policy, SgRule};
+use kuryr_openstack::{
+    Neutron, SecurityGroupCreate, SecurityGroupFilter, SecurityGroupRuleCreate, SecurityGroupRuleFilter,
+};
+use kuryr_types::KuryrNetworkPolicy;
+use tokio::sync::OnceCell;
+
+use super::{DriverError, Reflected};
+
+/// Name of the group that admits all ingress (pods whose policies isolate only egress).
+pub const OPEN_INGRESS_NAME: &str = "kuryr-rs/open-ingress";
+/// Name of the group that admits all egress (pods whose policies isolate only ingress).
+pub const OPEN_EGRESS_NAME: &str = "kuryr-rs/open-egress";
+
+/// The cluster's open-direction groups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenGroups {
+    /// Admits all ingress.
+    pub ingress: String,
+    /// Admits all egress.
+    pub egress: String,
+}
+
+/// What the decision needs to know of one policy selecting the pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selecting {
+    /// `namespace/name` (for the not-ready message).
+    pub key: String,
+    /// It isolates ingress.
+    pub ingress: bool,
+    /// It isolates egress.
+    pub egress: bool,
+    /// Its group, once the KuryrNetworkPolicy handler made it.
+    pub group: Option<String>,
+}
+
+/// The groups of a pod's port (sorted, deduplicated); `Err`: the policy whose group is missing.
+pub fn groups_for(
+    selecting: &[Selecting],
+    defaults: &[String],
+    open: &OpenGroups,
+) -> Result<Vec<String>, String> {
+    if selecting.is_empty() {
+        let mut v = defaults.to_vec();
+        v.sort();
+        v.dedup();
+        return Ok(v);
+    }
+    let mut out = Vec::with_capacity(selecting.len() + 1);
+    for s in selecting {
+        out.push(s.group.clone().ok_or_else(|| s.key.clone())?);
+    }
+    if !selecting.iter().any(|s| s.ingress) {
+        out.push(open.ingress.clone());
+    }
+    if !selecting.iter().any(|s| s.egress) {
+        out.push(open.egress.clone());
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// The driver's state.
+pub struct PolicyGroups {
+    defaults: Vec<String>,
+    policies: Reflected<NetworkPolicy>,
+    knps: Reflected<KuryrNetworkPolicy>,
+    open: OnceCell<OpenGroups>,
+    neutron: Arc<dyn Neutron>,
+    client: kube::Client,
+    project_id: Option<String>,
+    tags: Vec<String>,
+}
+
+impl PolicyGroups {
+    /// Starts the NetworkPolicy and KuryrNetworkPolicy caches.
+    pub fn spawn(
+        config: &kuryr_config::Config,
+        client: kube::Client,
+        neutron: Arc<dyn Neutron>,
+    ) -> Result<Self, DriverError> {
+        let nd = &config.neutron_defaults;
+        let tags = kuryr_core::config::TagPolicy::new(nd.resource_tags.clone(), nd.cluster_tag.clone())
+            .map(|t| t.tags())
+            .unwrap_or_default();
+        Ok(Self {
+            defaults: nd.pod_security_groups.clone(),
+            policies: Reflected::spawn(Api::all(client.clone()), "networkpolicies")?,
+            knps: Reflected::spawn(Api::all(client.clone()), "kuryrnetworkpolicies")?,
+            open: OnceCell::new(),
+            neutron,
+            client,
+            project_id: nd.project.clone(),
+            tags,
+        })
+    }
+
+    /// The default groups (`[neutron_defaults] pod_security_groups`).
+    pub fn defaults(&self) -> &[String] {
+        &self.defaults
+    }
+
+    /// Yields after a NetworkPolicy or KuryrNetworkPolicy change is in the caches.
+    pub fn changes(&self) -> impl futures::Stream<Item = ()> + Send + 'static {
+        futures::stream::select(self.policies.changes(), self.knps.changes())
+    }
+
+    /// The policies among `nps` that select a pod of `namespace` with `labels` (policies being
+    /// deleted and invalid ones select nothing; the policy handler reports the latter).
+    pub fn selecting<'a>(
+        nps: impl IntoIterator<Item = &'a NetworkPolicy>,
+        namespace: &str,
+        labels: &std::collections::BTreeMap<String, String>,
+    ) -> Vec<Policy> {
+        nps.into_iter()
+            .filter(|np| {
+                np.namespace().as_deref() == Some(namespace) && np.metadata.deletion_timestamp.is_none()
+            })
+            .filter_map(|np| Policy::from_k8s(np).ok())
+            .filter(|p| p.selects(namespace, labels))
+            .collect()
+    }
+
+    /// The groups `pod`'s port must carry. `live` reads the namespace's NetworkPolicies from the
+    /// API server instead of the cache: a port about to be handed to a new pod must not miss a
+    /// policy created just before the pod (no window); the KuryrNetworkPolicies' groups come
+    /// from the cache (one missing there makes the pod wait).
+    pub async fn pod_groups(&self, pod: &Pod, live: bool) -> Result<Vec<String>, DriverError> {
+        if !self.policies.is_synced() || !self.knps.is_synced() {
+            return Err(DriverError::NotReady(
+                "the NetworkPolicy caches have not listed yet".into(),
+            ));
+        }
+        let ns = pod.namespace().unwrap_or_default();
+        let nps: Vec<NetworkPolicy> = if live {
+            Api::<NetworkPolicy>::namespaced(self.client.clone(), &ns)
+                .list(&Default::default())
+                .await
+                .map_err(|source| DriverError::Kube {
+                    what: format!("NetworkPolicies of namespace {ns}"),
+                    source,
+                })?
+                .items
+        } else {
+            self.policies
+                .store()
+                .state()
+                .iter()
+                .map(|np| np.as_ref().clone())
+                .collect()
+        };
+        let selecting: Vec<Selecting> = Self::selecting(&nps, &ns, pod.labels())
+            .into_iter()
+            .map(|p| Selecting {
+                key: format!("{}/{}", p.namespace, p.name),
+                ingress: p.ingress.is_some(),
+                egress: p.egress.is_some(),
+                group: self
+                    .knps
+                    .get(Some(&p.namespace), &p.name)
+                    .and_then(|k| k.status.as_ref()?.security_group_id.clone()),
+            })
+            .collect();
+        let open = if selecting.is_empty() {
+            OpenGroups::placeholder()
+        } else {
+            self.open_groups().await?
+        };
+        groups_for(&selecting, &self.defaults, &open).map_err(|policy| {
+            DriverError::NotReady(format!("NetworkPolicy {policy} has no security group yet"))
+        })
+    }
+
+    /// The open-direction groups, found or made once per process.
+    pub async fn open_groups(&self) -> Result<OpenGroups, DriverError> {
+        self.open
+            .get_or_try_init(|| async {
+                Ok(OpenGroups {
+                    ingress: self.ensure_open(OPEN_INGRESS_NAME, Direction::Ingress).await?,
+                    egress: self.ensure_open(OPEN_EGRESS_NAME, Direction::Egress).await?,
+                })
+            })
+            .await
+            .cloned()
+    }
+
+    async fn ensure_open(&self, name: &str, direction: Direction) -> Result<String, DriverError> {
+        let neutron_err = |what: &str| {
+            let what = format!("{what} {name}");
+            move |source| DriverError::Neutron { what, source }
+        };
+        let filter = SecurityGroupFilter {
+            name: Some(name.into()),
+            project_id: self.project_id.clone(),
+            tags: self.tags.clone(),
+            ..Default::default()
+        };
+        let found = self
+            .neutron
+            .list_security_groups(&filter)
+            .await
+            .map_err(neutron_err("listing"))?;
+        let id = match found.into_iter().next() {
+            Some(g) => g.id,
+            None => {
+                let g = self
+                    .neutron
+                    .create_security_group(&SecurityGroupCreate {
+                        name: name.into(),
+                        description: format!(
+                            "kuryr-rs: admits all {} of pods whose NetworkPolicies isolate only the other direction",
+                            direction.neutron()
+                        ),
+                        project_id: self.project_id.clone(),
+                        tags: self.tags.clone(),
+                    })
+                    .await
+                    .map_err(neutron_err("creating"))?;
+                tracing::info!(security_group_id = %g.id, name, "open-direction security group created");
+                g.id
+            }
+        };
+        let have = self
+            .neutron
+            .list_security_group_rules(&SecurityGroupRuleFilter {
+                security_group_ids: vec![id.clone()],
+            })
+            .await
+            .map_err(neutron_err("listing the rules of"))?;
+        let missing: Vec<SecurityGroupRuleCreate> = SgRule::anywhere(direction, None, None)
+            .iter()
+            .filter(|r| {
+                !have.iter().any(|h| {
+                    h.direction == r.direction.neutron()
+                        && h.ethertype == r.ethertype.neutron()
+                        && h.protocol.is_none()
+                        && h.remote_ip_prefix.is_none()
+                        && h.remote_group_id.is_none()
+                        && h.port_range_min.is_none()
+                })
+            })
+            .map(|r| SecurityGroupRuleCreate {
+                security_group_id: id.clone(),
+                direction: r.direction.neutron().into(),
+                ethertype: r.ethertype.neutron().into(),
+                description: Some("kuryr-rs open direction".into()),
+                ..Default::default()
+            })
+            .collect();
+        if !missing.is_empty() {
+            self.neutron
+                .create_security_group_rules(&missing)
+                .await
+                .map_err(neutron_err("adding rules to"))?;
+        }
+        Ok(id)
+    }
+}
+
+impl OpenGroups {
+    /// Unused when no policy selects the pod (no Neutron call needed then).
+    fn placeholder() -> Self {
+        Self {
+            ingress: String::new(),
+            egress: String::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sel(key: &str, ingress: bool, egress: bool, group: Option<&str>) -> Selecting {
+        Selecting {
+            key: key.into(),
+            ingress,
+            egress,
+            group: group.map(str::to_owned),
+        }
+    }
+
+    fn open() -> OpenGroups {
+        OpenGroups {
+            ingress: "open-in".into(),
+            egress: "open-out".into(),
+        }
+    }
+
+    #[test]
+    fn no_policy_means_the_default_groups() {
+        let d = vec!["b".to_string(), "a".to_string(), "a".to_string()];
+        assert_eq!(
+            groups_for(&[], &d, &open()),
+            Ok(vec!["a".to_string(), "b".to_string()])
+        );
+    }
+
+    #[test]
+    fn the_other_direction_stays_open_only_when_no_policy_isolates_it() {
+        let ingress_only = [sel("x/a", true, false, Some("sg-a"))];
+        assert_eq!(
+            groups_for(&ingress_only, &[], &open()),
+            Ok(vec!["open-out".into(), "sg-a".into()])
+        );
+        let both = [
+            sel("x/a", true, false, Some("sg-a")),
+            sel("x/b", false, true, Some("sg-b")),
+        ];
+        assert_eq!(
+            groups_for(&both, &[], &open()),
+            Ok(vec!["sg-a".into(), "sg-b".into()])
+        );
+        let egress_only = [sel("x/b", false, true, Some("sg-b"))];
+        assert_eq!(
+            groups_for(&egress_only, &[], &open()),
+            Ok(vec!["open-in".into(), "sg-b".into()])
+        );
+    }
+
+    #[test]
+    fn a_policy_without_its_group_makes_the_pod_wait() {
+        let s = [
+            sel("x/a", true, false, Some("sg-a")),
+            sel("x/late", true, false, None),
+        ];
+        assert_eq!(groups_for(&s, &["d".into()], &open()), Err("x/late".to_string()));
+    }
+}

@@ -1,0 +1,373 @@
+//! The KuryrNetworkPolicy handler (upstream's `KuryrNetworkPolicyHandler`, `enabled_handlers`
+//! name `kuryrnetworkpolicy`): one Neutron security group per policy (`sg/<ns>-<name>`, found by
+//! name again after a crash or when upstream made it), holding exactly the spec's rules — the
+//! missing ones created in bulk, the extra ones deleted — and a status that says which group
+//! and which rules. Which pods carry the group is the `pod_label` handler's business. On
+//! deletion the group is taken off pooled ports and deleted (Neutron refuses while a pod's port
+//! still has it: retried until the `pod_label` handler has moved every pod), then the
+//! NetworkPolicy's and the KuryrNetworkPolicy's finalizers go.
+
+pub mod plan;
+
+use std::sync::Arc;
+
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::{
+    Api, ResourceExt,
+    api::{Patch, PatchParams},
+    runtime::{Controller, watcher},
+};
+use kuryr_openstack::{Neutron, SecurityGroupCreate, SecurityGroupFilter, SecurityGroupRuleFilter};
+use kuryr_types::{KuryrNetworkPolicy, constants::NETWORKPOLICY_FINALIZER};
+use serde_json::json;
+use tracing::info;
+
+use self::plan::{KnpObserved, KnpSettings, Step};
+use super::scaffold::{self, ErrorKind, Flow, Handler, HandlerError, Plan, kube_kind};
+use crate::{Context, finalizer, pool::PortSource};
+
+/// Name of this handler in `[kubernetes] enabled_handlers` and in metrics.
+pub const HANDLER: &str = "kuryrnetworkpolicy";
+
+/// Neutron's limit on names.
+const MAX_NAME: usize = 255;
+
+/// A failed step.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A Kubernetes call failed.
+    #[error("{what} for KuryrNetworkPolicy {policy}")]
+    Kube {
+        /// What was done.
+        what: &'static str,
+        /// namespace/name.
+        policy: String,
+        /// Cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// A Neutron call failed.
+    #[error("{what} for KuryrNetworkPolicy {policy}")]
+    Neutron {
+        /// What was done.
+        what: &'static str,
+        /// namespace/name.
+        policy: String,
+        /// Cause.
+        #[source]
+        source: kuryr_openstack::Error,
+    },
+    /// Taking the group off pooled ports failed.
+    #[error("taking the group of KuryrNetworkPolicy {policy} off pooled ports")]
+    Pool {
+        /// namespace/name.
+        policy: String,
+        /// Cause.
+        #[source]
+        source: crate::pool::Error,
+    },
+}
+
+impl HandlerError for Error {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Kube { source, .. } => kube_kind(source),
+            // "In use" while pods still carry the group is the expected wait: retried soon,
+            // logged at debug.
+            Error::Neutron {
+                source: kuryr_openstack::Error::Conflict { .. },
+                ..
+            } => ErrorKind::Conflict,
+            Error::Neutron { source, .. } if source.is_retryable() => ErrorKind::Transient,
+            Error::Neutron { .. } => ErrorKind::Invalid,
+            Error::Pool { .. } => ErrorKind::Transient,
+        }
+    }
+    fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Kube { .. } => "kubernetes",
+            Error::Neutron { .. } => "neutron",
+            Error::Pool { .. } => "pool",
+        }
+    }
+    fn event_reason(&self) -> Option<&'static str> {
+        match self {
+            Error::Neutron {
+                source: kuryr_openstack::Error::Conflict { .. },
+                ..
+            } => None,
+            _ if self.kind() == ErrorKind::Conflict => None,
+            _ => Some("KuryrEnsureNetworkPolicyError"),
+        }
+    }
+}
+
+/// The handler.
+pub struct KnpHandler {
+    client: kube::Client,
+    neutron: Arc<dyn Neutron>,
+    pool: Arc<dyn PortSource>,
+    settings: KnpSettings,
+}
+
+/// Upstream's group name for a policy.
+pub fn group_name(ns: &str, name: &str) -> String {
+    let mut n = format!("sg/{ns}-{name}");
+    if n.len() > MAX_NAME {
+        let mut cut = MAX_NAME;
+        while !n.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        n.truncate(cut);
+    }
+    n
+}
+
+impl KnpHandler {
+    async fn find_group(&self, knp: &KuryrNetworkPolicy, key: &str) -> Result<Option<String>, Error> {
+        let nerr = |what| {
+            let policy = key.to_string();
+            move |source| Error::Neutron { what, policy, source }
+        };
+        if let Some(id) = knp.status.as_ref().and_then(|s| s.security_group_id.clone()) {
+            let f = SecurityGroupFilter {
+                ids: vec![id.clone()],
+                ..Default::default()
+            };
+            if !self
+                .neutron
+                .list_security_groups(&f)
+                .await
+                .map_err(nerr("reading the security group"))?
+                .is_empty()
+            {
+                return Ok(Some(id));
+            }
+        }
+        let f = SecurityGroupFilter {
+            name: Some(group_name(&knp.namespace().unwrap_or_default(), &knp.name_any())),
+            project_id: self.settings.project_id.clone(),
+            ..Default::default()
+        };
+        let found = self
+            .neutron
+            .list_security_groups(&f)
+            .await
+            .map_err(nerr("looking for the security group"))?;
+        Ok(found.into_iter().next().map(|g| g.id))
+    }
+}
+
+impl Handler for KnpHandler {
+    type Object = KuryrNetworkPolicy;
+    type Observed = (Arc<KuryrNetworkPolicy>, KnpObserved);
+    type Step = Step;
+    type Error = Error;
+    const NAME: &'static str = HANDLER;
+
+    async fn observe(&self, knp: &Arc<KuryrNetworkPolicy>, _live: bool) -> Result<Self::Observed, Error> {
+        let ns = knp.namespace().unwrap_or_default();
+        let key = format!("{ns}/{}", knp.name_any());
+        let group = self.find_group(knp, &key).await?;
+        let rules = match &group {
+            Some(id) => self
+                .neutron
+                .list_security_group_rules(&SecurityGroupRuleFilter {
+                    security_group_ids: vec![id.clone()],
+                })
+                .await
+                .map_err(|source| Error::Neutron {
+                    what: "listing the rules",
+                    policy: key.clone(),
+                    source,
+                })?,
+            None => Vec::new(),
+        };
+        let deleting = knp.metadata.deletion_timestamp.is_some();
+        let policy_exists = deleting
+            && Api::<NetworkPolicy>::namespaced(self.client.clone(), &ns)
+                .get_opt(&knp.name_any())
+                .await
+                .map_err(|source| Error::Kube {
+                    what: "reading the NetworkPolicy",
+                    policy: key.clone(),
+                    source,
+                })?
+                .is_some_and(|np| np.finalizers().iter().any(|f| f == NETWORKPOLICY_FINALIZER));
+        let status = knp.status.clone().unwrap_or_default();
+        let observed = KnpObserved {
+            key,
+            deleting,
+            has_finalizer: knp.finalizers().iter().any(|f| f == NETWORKPOLICY_FINALIZER),
+            spec: knp.spec.clone(),
+            recorded_group: status.security_group_id.clone(),
+            recorded_rules: status.security_group_rules.clone(),
+            recorded_selector_current: status.pod_selector.as_ref() == Some(&knp.spec.pod_selector),
+            group,
+            rules,
+            policy_exists,
+        };
+        Ok((knp.clone(), observed))
+    }
+
+    fn plan(&self, o: &Self::Observed) -> Plan<Step> {
+        plan::plan(&o.1)
+    }
+
+    async fn execute(&self, o: &Self::Observed, step: Step) -> Result<Flow<Self::Observed>, Error> {
+        let (knp, seen) = o;
+        let ns = knp.namespace().unwrap_or_default();
+        let key = seen.key.clone();
+        let kerr = |what: &'static str| {
+            let policy = key.clone();
+            move |source| Error::Kube { what, policy, source }
+        };
+        let nerr = |what: &'static str| {
+            let policy = key.clone();
+            move |source| Error::Neutron { what, policy, source }
+        };
+        let knps: Api<KuryrNetworkPolicy> = Api::namespaced(self.client.clone(), &ns);
+        match step {
+            Step::AddFinalizer => {
+                finalizer::add(&knps, knp.as_ref(), NETWORKPOLICY_FINALIZER)
+                    .await
+                    .map_err(kerr("adding the finalizer"))?;
+            }
+            Step::CreateGroup => {
+                let g = self
+                    .neutron
+                    .create_security_group(&SecurityGroupCreate {
+                        name: group_name(&ns, &knp.name_any()),
+                        description: format!("Kuryr-Kubernetes Network Policy {key} SG"),
+                        project_id: self.settings.project_id.clone(),
+                        tags: self.settings.tags.clone(),
+                    })
+                    .await
+                    .map_err(nerr("creating the security group"))?;
+                info!(policy = %key, security_group_id = %g.id, "security group created");
+                // Recorded at once: a crash before the next write still finds it by name.
+                let p = json!({ "status": { "securityGroupId": g.id, "securityGroupRules": [] } });
+                knps.patch(&knp.name_any(), &PatchParams::default(), &Patch::Merge(&p))
+                    .await
+                    .map_err(kerr("recording the security group"))?;
+                let mut next = seen.clone();
+                next.group = Some(g.id.clone());
+                next.recorded_group = Some(g.id);
+                next.recorded_rules = Vec::new();
+                next.rules = Vec::new();
+                return Ok(Flow::Replan((knp.clone(), next)));
+            }
+            Step::CreateRules(rules) => {
+                let created = self
+                    .neutron
+                    .create_security_group_rules(&rules)
+                    .await
+                    .map_err(nerr("creating security group rules"))?;
+                info!(policy = %key, rules = created.len(), "security group rules created");
+                let mut next = seen.clone();
+                next.rules.extend(created);
+                return Ok(Flow::Replan((knp.clone(), next)));
+            }
+            Step::DeleteRules(ids) => {
+                let results = futures::future::join_all(
+                    ids.iter().map(|id| self.neutron.delete_security_group_rule(id)),
+                )
+                .await;
+                let mut next = seen.clone();
+                let mut first_err = None;
+                for (id, r) in ids.iter().zip(results) {
+                    match r {
+                        Ok(()) => next.rules.retain(|x| &x.id != id),
+                        Err(e) => {
+                            first_err.get_or_insert(e);
+                        }
+                    }
+                }
+                if let Some(e) = first_err {
+                    return Err(nerr("deleting security group rules")(e));
+                }
+                info!(policy = %key, rules = ids.len(), "security group rules deleted");
+                return Ok(Flow::Replan((knp.clone(), next)));
+            }
+            Step::WriteStatus => {
+                let p = json!({ "status": {
+                    "securityGroupId": seen.group,
+                    "securityGroupRules": plan::status_rules(&seen.rules),
+                    "podSelector": knp.spec.pod_selector,
+                } });
+                knps.patch(&knp.name_any(), &PatchParams::default(), &Patch::Merge(&p))
+                    .await
+                    .map_err(kerr("writing the status"))?;
+            }
+            Step::ReleaseGroup(id) => {
+                self.pool
+                    .remove_security_group(&id)
+                    .await
+                    .map_err(|source| Error::Pool {
+                        policy: key.clone(),
+                        source,
+                    })?;
+                self.neutron
+                    .delete_security_group(&id)
+                    .await
+                    .map_err(nerr("deleting the security group"))?;
+                info!(policy = %key, security_group_id = %id, "security group deleted");
+            }
+            Step::RemoveFinalizers => {
+                let nps: Api<NetworkPolicy> = Api::namespaced(self.client.clone(), &ns);
+                if let Some(np) = nps
+                    .get_opt(&knp.name_any())
+                    .await
+                    .map_err(kerr("reading the NetworkPolicy"))?
+                {
+                    finalizer::remove(&nps, &np, NETWORKPOLICY_FINALIZER)
+                        .await
+                        .map_err(kerr("removing the NetworkPolicy finalizer"))?;
+                }
+                finalizer::remove(&knps, knp.as_ref(), NETWORKPOLICY_FINALIZER)
+                    .await
+                    .map_err(kerr("removing the finalizer"))?;
+            }
+        }
+        Ok(Flow::Next)
+    }
+}
+
+/// Runs the handler on every KuryrNetworkPolicy.
+pub async fn start(ctx: Arc<Context>) {
+    let Some(os) = ctx.openstack.as_ref() else {
+        tracing::error!(handler = HANDLER, "cannot start without OpenStack");
+        return ctx.health.handler_died(HANDLER);
+    };
+    let nd = &ctx.config.neutron_defaults;
+    let tags = kuryr_core::config::TagPolicy::new(nd.resource_tags.clone(), nd.cluster_tag.clone())
+        .map(|t| t.tags())
+        .unwrap_or_default();
+    let handler = Arc::new(KnpHandler {
+        client: ctx.client.clone(),
+        neutron: os.neutron.clone(),
+        pool: os.pool.clone(),
+        settings: KnpSettings {
+            project_id: nd.project.clone(),
+            tags,
+        },
+    });
+    let controller = Controller::new(
+        Api::<KuryrNetworkPolicy>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    );
+    scaffold::run(ctx, handler, controller, async {}, async {}).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_names_are_upstreams_and_fit_neutron() {
+        assert_eq!(group_name("x", "deny"), "sg/x-deny");
+        let long = "é".repeat(200);
+        let n = group_name("x", &long);
+        assert!(n.len() <= MAX_NAME && n.starts_with("sg/x-"));
+    }
+}
