@@ -227,6 +227,17 @@ def ensure_router_gateway(net, router, ext):
         net.update_router(router, external_gateway_info={"network_id": ext.id})
 
 
+def ensure_quotas(admin_net, project_id):
+    """NetworkPolicy: one security group per policy and one rule per (peer address x port);
+    Neutron's defaults (10 groups, 100 rules) fit about one policy. Set on the project (the
+    [quotas] of neutron.conf say the same, for a Neutron started before this was written)."""
+    want = {"security_groups": 1000, "security_group_rules": 100000}
+    q = admin_net.get_quota(project_id)
+    if any(getattr(q, k, 0) not in (v, -1) for k, v in want.items()):
+        log("raising the project's security group quotas")
+        admin_net.update_quota(project_id, **want)
+
+
 def wait_agents_alive(admin, chassis, timeout=40):
     """Neutron binds ports only to hosts whose OVN controller agent is alive."""
     deadline = time.monotonic() + timeout
@@ -366,6 +377,7 @@ def main():
     log(f"OVN controller agents alive ({', '.join([args.chassis] + nodes)}) after {time.monotonic() - t0:.1f}s")
     kuryr = connect(kuryr_cloud)
     topo = retry(lambda: ensure_topology(kuryr.network, project_id), "topology")
+    retry(lambda: ensure_quotas(admin.network, project_id), "quotas")
     ext, ext_subnet = retry(lambda: ensure_external(admin.network, args.external_physnet,
                                                     args.external_cidr, args.external_gateway),
                             "external network")
