@@ -237,16 +237,22 @@ impl Handler for PodLabelHandler {
     async fn execute(&self, o: &LabelObserved, step: Step) -> Result<Flow<LabelObserved>, Error> {
         match step {
             Step::ReadPort(id) => {
-                let p = self
-                    .neutron
-                    .get_port(&id)
-                    .await
-                    .map_err(|source| Error::Neutron {
-                        what: "reading the port",
-                        pod: o.key.clone(),
-                        source,
-                    })?;
-                let have = sorted(p.security_groups.clone());
+                // A port the pool handed out is known to it: no read.
+                let known = match self.pool.known_security_groups(&id) {
+                    Some(g) => g,
+                    None => {
+                        self.neutron
+                            .get_port(&id)
+                            .await
+                            .map_err(|source| Error::Neutron {
+                                what: "reading the port",
+                                pod: o.key.clone(),
+                                source,
+                            })?
+                            .security_groups
+                    }
+                };
+                let have = sorted(known);
                 self.applied().insert((o.uid.clone(), id), have.clone());
                 let mut next = o.clone();
                 next.current = Some(have);
