@@ -13,6 +13,7 @@ pub mod cluster;
 pub mod error;
 pub mod metrics;
 pub mod netpol;
+pub mod netpol_demo;
 pub mod neutron;
 pub mod pods;
 pub mod probe;

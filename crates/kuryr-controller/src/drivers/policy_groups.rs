@@ -3,7 +3,8 @@
 //! two open-direction groups. The rule of [`kuryr_netpol::assign`] decides: no policy selects
 //! the pod → the default groups; else every selecting policy's group, plus open-ingress when none
 //! isolates ingress and open-egress when none isolates egress. A selecting policy whose group
-//! does not exist yet makes the pod wait (no port without the groups it needs).
+//! does not exist yet, or does not hold its rules yet, makes the pod wait (no port without the
+//! groups it needs, no group on a port before its rules).
 
 use std::sync::Arc;
 
@@ -168,10 +169,14 @@ impl PolicyGroups {
                 key: format!("{}/{}", p.namespace, p.name),
                 ingress: p.ingress.is_some(),
                 egress: p.egress.is_some(),
-                group: self
-                    .knps
-                    .get(Some(&p.namespace), &p.name)
-                    .and_then(|k| k.status.as_ref()?.security_group_id.clone()),
+                // The group once its rules are in (`status.podSelector` is written after the
+                // first full apply): a pod given it earlier would lose the traffic the policy
+                // allows for a moment.
+                group: self.knps.get(Some(&p.namespace), &p.name).and_then(|k| {
+                    let st = k.status.as_ref()?;
+                    st.pod_selector.as_ref()?;
+                    st.security_group_id.clone()
+                }),
             })
             .collect();
         let open = if selecting.is_empty() {

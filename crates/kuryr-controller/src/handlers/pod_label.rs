@@ -320,7 +320,15 @@ pub async fn start(ctx: Arc<Context>) {
             watcher::Config::default(),
             |kp: KuryrPort| super::same_name::<Pod, _>(&kp),
         );
-    scaffold::run(ctx, handler, controller, async {}, async {}).await;
+    // The open-direction groups made at start, not when the first policy waits for them.
+    let open = groups.clone();
+    let prepare = async move {
+        while let Err(e) = open.open_groups().await {
+            tracing::warn!(error = %crate::error_chain(&e), "open-direction security groups not ready; retrying");
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+    };
+    scaffold::run(ctx, handler, controller, async {}, prepare).await;
 }
 
 #[cfg(test)]

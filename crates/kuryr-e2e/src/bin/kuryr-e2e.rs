@@ -84,6 +84,16 @@ enum Cmd {
         #[arg(long, default_value_t = 2)]
         backends: usize,
     },
+    /// A NetworkPolicy isolating one namespace's pods, probed between every pair of pods of
+    /// some namespaces, then deleted (sandbox/demo).
+    PolicyReport {
+        /// Namespace whose pods the policy isolates.
+        #[arg(long)]
+        namespace: String,
+        /// Namespaces whose pods are probed, and probe (comma-separated).
+        #[arg(long, value_delimiter = ',', required = true)]
+        clients: Vec<String>,
+    },
     /// N Services created at once over M backends, measured (bench/service-burst).
     ServiceBurst {
         /// Services.
@@ -439,6 +449,12 @@ async fn main() -> ExitCode {
             backends,
         } => match cluster.client().await {
             Ok(client) => kuryr_e2e::svc_demo::run(&cluster, &client, &namespace, &clients, backends)
+                .await
+                .map_err(anyhow::Error::from),
+            Err(e) => Err(e.into()),
+        },
+        Cmd::PolicyReport { namespace, clients } => match cluster.client().await {
+            Ok(client) => kuryr_e2e::netpol_demo::run(&cluster, &client, &namespace, &clients)
                 .await
                 .map_err(anyhow::Error::from),
             Err(e) => Err(e.into()),
