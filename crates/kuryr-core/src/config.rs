@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use kuryr_config::VifPoolConf;
+use kuryr_config::{NeutronDefaultsConf, VifPoolConf};
 
 /// Default cool-down of a released port before it is handed out again (AWS VPC CNI uses 30 s
 /// for IPs; the branch-ENI controller 60 s to outlive the Linux ARP cache).
@@ -163,6 +163,11 @@ impl TagPolicy {
             resource_tags,
             cluster_tag,
         })
+    }
+
+    /// The policy of `[neutron_defaults] resource_tags` and `cluster_tag`.
+    pub fn from_neutron_defaults(nd: &NeutronDefaultsConf) -> Result<Self, ConfigError> {
+        Self::new(nd.resource_tags.clone(), nd.cluster_tag.clone())
     }
 
     /// All tags to put on a created resource, deduplicated, in configuration order.

@@ -67,6 +67,9 @@ pub enum DriverError {
         /// What was to be cached.
         what: &'static str,
     },
+    /// `[neutron_defaults] resource_tags` / `cluster_tag` are not valid Neutron tags.
+    #[error("invalid [neutron_defaults] resource_tags/cluster_tag")]
+    Tags(#[source] kuryr_core::config::ConfigError),
     /// Neutron could not be asked.
     #[error("asking Neutron for {what}")]
     Neutron {
@@ -95,6 +98,7 @@ impl DriverError {
             DriverError::UnknownDriver { .. }
                 | DriverError::MissingOption { .. }
                 | DriverError::NoRuntime { .. }
+                | DriverError::Tags(_)
         )
     }
 }

@@ -54,10 +54,7 @@ pub fn groups_for(
     open: &OpenGroups,
 ) -> Result<Vec<String>, String> {
     if selecting.is_empty() {
-        let mut v = defaults.to_vec();
-        v.sort();
-        v.dedup();
-        return Ok(v);
+        return Ok(sorted(defaults.to_vec()));
     }
     let mut out = Vec::with_capacity(selecting.len() + 1);
     for s in selecting {
@@ -69,9 +66,14 @@ pub fn groups_for(
     if !selecting.iter().any(|s| s.egress) {
         out.push(open.egress.clone());
     }
-    out.sort();
-    out.dedup();
-    Ok(out)
+    Ok(sorted(out))
+}
+
+/// Group IDs sorted and deduplicated (how a port's set is compared).
+pub fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v.dedup();
+    v
 }
 
 /// The driver's state.
@@ -94,9 +96,9 @@ impl PolicyGroups {
         neutron: Arc<dyn Neutron>,
     ) -> Result<Self, DriverError> {
         let nd = &config.neutron_defaults;
-        let tags = kuryr_core::config::TagPolicy::new(nd.resource_tags.clone(), nd.cluster_tag.clone())
-            .map(|t| t.tags())
-            .unwrap_or_default();
+        let tags = kuryr_core::config::TagPolicy::from_neutron_defaults(nd)
+            .map_err(DriverError::Tags)?
+            .tags();
         Ok(Self {
             defaults: nd.pod_security_groups.clone(),
             policies: Reflected::spawn(Api::all(client.clone()), "networkpolicies")?,
@@ -179,11 +181,11 @@ impl PolicyGroups {
                 }),
             })
             .collect();
-        let open = if selecting.is_empty() {
-            OpenGroups::placeholder()
-        } else {
-            self.open_groups().await?
-        };
+        if selecting.is_empty() {
+            // The default groups: no open-direction group needed.
+            return Ok(sorted(self.defaults.clone()));
+        }
+        let open = self.open_groups().await?;
         groups_for(&selecting, &self.defaults, &open).map_err(|policy| {
             DriverError::NotReady(format!("NetworkPolicy {policy} has no security group yet"))
         })
@@ -272,16 +274,6 @@ impl PolicyGroups {
                 .map_err(neutron_err("adding rules to"))?;
         }
         Ok(id)
-    }
-}
-
-impl OpenGroups {
-    /// Unused when no policy selects the pod (no Neutron call needed then).
-    fn placeholder() -> Self {
-        Self {
-            ingress: String::new(),
-            egress: String::new(),
-        }
     }
 }
 

@@ -202,7 +202,7 @@ impl KnHandler {
 /// The Neutron settings of the namespace subnet driver from `config`.
 pub fn net_settings(config: &kuryr_config::Config) -> Result<NetSettings, Error> {
     let nd = &config.neutron_defaults;
-    let tags = TagPolicy::new(nd.resource_tags.clone(), nd.cluster_tag.clone()).map_err(Error::Tags)?;
+    let tags = TagPolicy::from_neutron_defaults(nd).map_err(Error::Tags)?;
     Ok(NetSettings {
         subnet_pool: config.namespace_subnet.pod_subnet_pool.clone(),
         router: config.namespace_subnet.pod_router.clone(),

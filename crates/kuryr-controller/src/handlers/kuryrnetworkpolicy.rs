@@ -339,16 +339,14 @@ pub async fn start(ctx: Arc<Context>) {
         tracing::error!(handler = HANDLER, "cannot start without OpenStack");
         return ctx.health.handler_died(HANDLER);
     };
-    let nd = &ctx.config.neutron_defaults;
-    let tags = kuryr_core::config::TagPolicy::new(nd.resource_tags.clone(), nd.cluster_tag.clone())
-        .map(|t| t.tags())
-        .unwrap_or_default();
+    // Validated with the pool settings at start-up.
+    let tags = os.pool.settings().tags.tags();
     let handler = Arc::new(KnpHandler {
         client: ctx.client.clone(),
         neutron: os.neutron.clone(),
         pool: os.pool.clone(),
         settings: KnpSettings {
-            project_id: nd.project.clone(),
+            project_id: ctx.config.neutron_defaults.project.clone(),
             tags,
         },
     });

@@ -25,7 +25,10 @@ use tracing::{debug, info};
 use super::scaffold::{self, ErrorKind, Flow, Handler, HandlerError, Plan, Then};
 use crate::{
     Context,
-    drivers::{DriverError, Reflected, SecurityGroupsDriver, policy_groups::PolicyGroups},
+    drivers::{
+        DriverError, Reflected, SecurityGroupsDriver,
+        policy_groups::{PolicyGroups, sorted},
+    },
     pool::PortSource,
 };
 
@@ -163,12 +166,6 @@ impl PodLabelHandler {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
-}
-
-fn sorted(mut v: Vec<String>) -> Vec<String> {
-    v.sort();
-    v.dedup();
-    v
 }
 
 impl Handler for PodLabelHandler {

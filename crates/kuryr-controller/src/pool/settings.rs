@@ -64,8 +64,7 @@ impl PoolSettings {
             pool.validate().map_err(SettingsError::Pool)?;
         }
         let nd = &config.neutron_defaults;
-        let tags =
-            TagPolicy::new(nd.resource_tags.clone(), nd.cluster_tag.clone()).map_err(SettingsError::Tags)?;
+        let tags = TagPolicy::from_neutron_defaults(nd).map_err(SettingsError::Tags)?;
         Ok(PoolSettings {
             mode,
             pool,

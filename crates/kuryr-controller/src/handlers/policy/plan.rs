@@ -6,6 +6,7 @@ use kuryr_netpol::{Entry, Policy, PolicyError, Translation};
 use kuryr_types::{AffectedPod, KuryrNetworkPolicySpec, SgRule, SgRuleSpec};
 
 use crate::handlers::scaffold::{Plan, Then};
+use crate::handlers::service::RECREATE_POLL;
 
 /// Upstream's description of every rule it wrote.
 pub const RULE_DESCRIPTION: &str = "Kuryr-Kubernetes NetPolicy SG rule";
@@ -104,9 +105,6 @@ pub fn plan(o: &NpObserved) -> Plan<Step> {
         Plan::steps("policy changed", steps, Then::AwaitChange)
     }
 }
-
-/// How soon to look again when a KuryrNetworkPolicy being deleted must be recreated.
-pub const RECREATE_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The KuryrNetworkPolicy spec of a translated policy. Rules resolved for some selected pods only
 /// (named ingress ports) carry those pods in `affectedPods`, as upstream did.
