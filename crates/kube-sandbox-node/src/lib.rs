@@ -6,13 +6,15 @@
 //! [`controllers::run_with_client`] (scheduler + endpoints controller). The CRI-runtime side of
 //! CNI (config selection, plugin protocol, results) is in [`cni`]; network namespaces and
 //! in-namespace socket binding in [`netns`]; the emulated containers in [`responder`]; the
-//! node's persistent state and CNI result cache in [`state`]; Event recording in [`events`].
+//! node's persistent state and CNI result cache in [`state`]; Event recording in [`events`]; the
+//! in-pod connectivity probe `kubectl exec` runs in [`probe`].
 
 pub mod cni;
 pub mod controllers;
 pub mod events;
 pub mod netns;
 pub mod node;
+pub mod probe;
 pub mod responder;
 pub mod state;
 

@@ -576,3 +576,98 @@ async fn twenty_pods_in_parallel() -> Result<()> {
     node.await?;
     Ok(())
 }
+
+/// The kubectl binary the fidelity tests use (`$KUBECTL`, else `tools/install-kubectl`'s).
+fn kubectl_bin() -> PathBuf {
+    let p = std::env::var_os("KUBECTL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/kube-sandbox/kubectl/bin/kubectl"));
+    assert!(p.exists(), "{} missing: run tools/install-kubectl", p.display());
+    p
+}
+
+/// Runs kubectl against the world's API server, feeding `stdin`; (exit code, stdout, stderr).
+async fn kubectl(w: &World, args: &[&str], stdin: &str) -> Result<(i32, String, String)> {
+    use std::io::Write;
+    let mut cmd = std::process::Command::new(kubectl_bin());
+    cmd.arg("--kubeconfig")
+        .arg(w.dir.join("kubeconfig"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let input = stdin.to_string();
+    tokio::task::spawn_blocking(move || {
+        let mut child = cmd.spawn()?;
+        if let Some(mut i) = child.stdin.take() {
+            i.write_all(input.as_bytes())?;
+        }
+        let out = child.wait_with_output()?;
+        Ok((
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    })
+    .await?
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_exec_runs_in_the_pods_netns_with_streams_and_exit_code() -> Result<()> {
+    let w = world().await?;
+    let (stop, node) = w.start_node("node-x");
+    let pods: Api<Pod> = Api::namespaced(w.client.clone(), "default");
+    pods.create(&PostParams::default(), &web_pod("exec-1", Some("node-x")))
+        .await?;
+    running_pod(&pods, "exec-1").await?;
+    let ns_path = PathBuf::from(w.calls_of("ADD")[0]["netns"].as_str().unwrap());
+    let inode = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&ns_path)?);
+
+    // The command runs in the pod's network namespace.
+    let (code, out, err) =
+        kubectl(&w, &["exec", "exec-1", "--", "readlink", "/proc/self/ns/net"], "").await?;
+    assert_eq!(
+        (code, out.trim(), err.as_str()),
+        (0, format!("net:[{inode}]").as_str(), "")
+    );
+    // Its listening responder is visible there.
+    let (code, out, _) = kubectl(&w, &["exec", "exec-1", "-c", "c", "--", "ss", "-Htln"], "").await?;
+    assert_eq!(code, 0);
+    assert!(out.contains(":8080"), "{out}");
+    // stdout and stderr stay apart; the exit code comes through.
+    let (code, out, err) = kubectl(
+        &w,
+        &[
+            "exec",
+            "exec-1",
+            "--",
+            "sh",
+            "-c",
+            "echo out; echo err >&2; exit 3",
+        ],
+        "",
+    )
+    .await?;
+    assert_eq!((code, out.as_str()), (3, "out\n"));
+    assert!(err.starts_with("err\n"), "{err}");
+    assert!(err.contains("command terminated with exit code 3"), "{err}");
+    // stdin reaches the command and its end closes it.
+    let (code, out, _) = kubectl(&w, &["exec", "-i", "exec-1", "--", "wc", "-l"], "a\nb\nc\n").await?;
+    assert_eq!((code, out.trim()), (0, "3"));
+    // Errors name what was wrong.
+    let (code, _, err) = kubectl(&w, &["exec", "nope", "--", "true"], "").await?;
+    assert_ne!(code, 0);
+    assert!(err.contains("pods \"nope\" not found"), "{err}");
+    let (code, _, err) = kubectl(&w, &["exec", "exec-1", "-c", "other", "--", "true"], "").await?;
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("container other is not valid for pod exec-1"),
+        "{err}"
+    );
+    let (code, _, err) = kubectl(&w, &["exec", "exec-1", "--", "no-such-command"], "").await?;
+    assert_eq!(code, 127, "{err}");
+
+    let _ = stop.send(());
+    node.await?;
+    Ok(())
+}

@@ -6,7 +6,7 @@
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use kube_sandbox_apiserver as apiserver;
-use kube_sandbox_node::{controllers, node};
+use kube_sandbox_node::{controllers, node, probe};
 use tracing::{info, warn};
 
 #[derive(Parser)]
@@ -28,6 +28,19 @@ enum Command {
     Node(node::Args),
     /// Scheduler and endpoints controller as a separate process (for `apiserver --no-controllers`).
     Controllers(controllers::Args),
+    /// Connectivity probe run inside a pod (`kubectl exec POD -- kube-sandbox probe …`): one line
+    /// `<target> connected|timeout|refused|error …` per target; exits 0 when all connected.
+    Probe(ProbeCmd),
+}
+
+#[derive(clap::Args)]
+struct ProbeCmd {
+    /// How long one target may take (e.g. 1s, 500ms).
+    #[arg(long, default_value = "1s", value_parser = node::parse_duration)]
+    timeout: std::time::Duration,
+    /// Targets: `tcp:IP:PORT`, `udp:IP:PORT` or `IP:PORT` (TCP).
+    #[arg(required = true)]
+    targets: Vec<probe::Target>,
 }
 
 #[derive(clap::Args)]
@@ -53,6 +66,16 @@ async fn main() -> Result<()> {
         Command::Apiserver(cmd) => run_control_plane(cmd.server).await,
         Command::Node(args) => node::run(args).await,
         Command::Controllers(args) => controllers::run(args).await,
+        Command::Probe(cmd) => {
+            let results = probe::probe_all(&cmd.targets, cmd.timeout).await;
+            let all = results
+                .iter()
+                .all(|(_, o)| matches!(o, probe::Outcome::Connected(_)));
+            for (t, o) in &results {
+                println!("{t} {o}");
+            }
+            std::process::exit(if all { 0 } else { 1 });
+        }
     }
 }
 

@@ -16,6 +16,7 @@ pub mod netpol;
 pub mod netpol_demo;
 pub mod neutron;
 pub mod pods;
+pub mod policy_bench;
 pub mod probe;
 pub mod public_ip;
 pub mod report;
@@ -23,6 +24,7 @@ pub mod services;
 pub mod soak;
 pub mod svc_burst;
 pub mod svc_demo;
+pub mod truth_table;
 
 pub use error::Error;
 

@@ -58,12 +58,52 @@ pub async fn delete_policy(client: &Client, ns: &str, name: &str) -> Result<()> 
 
 /// Sets label `key=value` on namespace `ns`.
 pub async fn label_namespace(client: &Client, ns: &str, key: &str, value: &str) -> Result<()> {
-    let p = json!({"metadata": {"labels": {key: value}}});
-    Api::<Namespace>::all(client.clone())
-        .patch(ns, &PatchParams::default(), &Patch::Merge(&p))
-        .await
-        .map(|_| ())
-        .map_err(kube_err(format!("label namespace {ns}")))
+    let mut m = serde_json::Map::new();
+    m.insert(key.into(), json!(value));
+    patch_labels(client, Labelled::Namespace(ns), m).await
+}
+
+/// Whose labels [`patch_labels`] changes.
+#[derive(Debug, Clone, Copy)]
+pub enum Labelled<'a> {
+    /// A pod.
+    Pod {
+        /// Namespace.
+        ns: &'a str,
+        /// Name.
+        name: &'a str,
+    },
+    /// A namespace.
+    Namespace(&'a str),
+}
+
+/// Merge-patches `labels` onto a pod or namespace: a string sets a label, `null` removes it.
+pub async fn patch_labels(
+    client: &Client,
+    who: Labelled<'_>,
+    labels: serde_json::Map<String, Value>,
+) -> Result<()> {
+    let p = json!({"metadata": {"labels": labels}});
+    let pp = PatchParams::default();
+    match who {
+        Labelled::Pod { ns, name } => Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), ns)
+            .patch(name, &pp, &Patch::Merge(&p))
+            .await
+            .map(|_| ())
+            .map_err(kube_err(format!("label pod {ns}/{name}"))),
+        Labelled::Namespace(ns) => Api::<Namespace>::all(client.clone())
+            .patch(ns, &pp, &Patch::Merge(&p))
+            .await
+            .map(|_| ())
+            .map_err(kube_err(format!("label namespace {ns}"))),
+    }
+}
+
+/// One label to set (`Some`) or remove (`None`), as [`patch_labels`] takes it.
+pub fn one_label(key: &str, value: Option<&str>) -> serde_json::Map<String, Value> {
+    let mut m = serde_json::Map::new();
+    m.insert(key.into(), value.map_or(Value::Null, |v| json!(v)));
+    m
 }
 
 /// What a probe should come back with.

@@ -90,6 +90,23 @@ pub async fn create_pod_with_ports(
         .map_err(kube_err(format!("create pod {ns}/{name}")))
 }
 
+/// Creates a pod declaring `ports` whose labels are exactly `labels`.
+pub async fn create_pod_labelled(
+    client: &Client,
+    (ns, name): (&str, &str),
+    node: Option<&str>,
+    ports: &[(u16, &str)],
+    labels: BTreeMap<String, String>,
+) -> Result<()> {
+    let mut pod = pod_manifest_with_ports(ns, name, node, ports);
+    pod.metadata.labels = Some(labels);
+    Api::<Pod>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &pod)
+        .await
+        .map(|_| ())
+        .map_err(kube_err(format!("create pod {ns}/{name}")))
+}
+
 /// Deletes namespace `ns` (its pods go with it) unless it is gone already.
 pub async fn delete_namespace(client: &Client, ns: &str) -> Result<()> {
     match Api::<Namespace>::all(client.clone())

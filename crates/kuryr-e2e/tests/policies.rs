@@ -301,6 +301,37 @@ async fn network_policies_are_security_groups_enforced_on_real_traffic() {
         pods::wait_ready(&client, &[(X.into(), "d".into())], Duration::from_secs(60)).await,
     );
 
+    // kuryrctl policies: each policy's group, its rules in Neutron as applied, the pods it
+    // selects; the open-direction groups; nothing orphaned (exit 0).
+    let want = [("a-from-b", "a"), ("b-egress", "b"), ("deny-d", "d")];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (mut code, mut rows) = kuryrctl_policies(&cluster);
+    while code != 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        (code, rows) = kuryrctl_policies(&cluster);
+    }
+    for (policy, pod) in want {
+        let key = format!("{X}/{policy}");
+        let row = rows
+            .iter()
+            .find(|r| r["policy"].as_str() == Some(key.as_str()))
+            .cloned()
+            .unwrap_or_default();
+        assert_or_logs(
+            &cluster,
+            row["state"] == "ok"
+                && row["pods"] == json!([format!("{X}/{pod}")])
+                && row["rules_in_neutron"] == row["rules_applied"]
+                && row["security_group"].is_string(),
+            format!("kuryrctl policies: {key} should be ok, select {X}/{pod}: {row} (all: {rows:?})"),
+        );
+    }
+    assert_or_logs(
+        &cluster,
+        code == 0 && rows.iter().filter(|r| r["state"] == "open-direction").count() == 2,
+        format!("kuryrctl policies exit {code}, rows {rows:?}"),
+    );
+
     // 6. An untranslatable policy is told, not applied.
     let bad = json!({"podSelector": {}, "ingress": [{"from": [{"ipBlock": {"cidr": "10.0.0/8"}}]}]});
     check(
@@ -362,4 +393,12 @@ async fn network_policies_are_security_groups_enforced_on_real_traffic() {
         all.last().copied().unwrap_or(0),
         all.get(all.len() / 2).copied().unwrap_or(0)
     );
+}
+
+/// `kuryrctl policies -o json` against the cluster: exit code and rows.
+fn kuryrctl_policies(cluster: &kuryr_e2e::cluster::Cluster) -> (i32, Vec<serde_json::Value>) {
+    let (code, doc, _) = kuryrctl_json(cluster, &["policies"]);
+    let rows = doc["items"].as_array().cloned().unwrap_or_default();
+    eprintln!("kuryrctl policies (exit {code}): {} rows", rows.len());
+    (code, rows)
 }

@@ -84,18 +84,7 @@ async fn services_are_octavia_load_balancers_answering_on_their_vip() {
         format!("TCP through the VIP should reach web-0 and web-1, got {answers:?}"),
     );
     // kuryrctl lbs: the Service's load balancer, ACTIVE in Octavia, with both members.
-    let out = std::process::Command::new(cluster.bin_dir.join("kuryrctl"))
-        .arg("--kubeconfig")
-        .arg(&cluster.kubeconfig)
-        .arg("--config-file")
-        .arg(&cluster.conf)
-        .args(["lbs", "-o", "json"])
-        .env("HOME", std::env::temp_dir())
-        .output()
-        .expect("kuryrctl");
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    let rows: serde_json::Value =
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("kuryrctl lbs -o json: {e}: {text}"));
+    let (_, rows, stderr) = kuryrctl_json(&cluster, &["lbs"]);
     let web = format!("{NS}/web");
     let row = rows["items"]
         .as_array()
@@ -109,7 +98,7 @@ async fn services_are_octavia_load_balancers_answering_on_their_vip() {
             && row["id"] == lb_id.as_str(),
         format!(
             "kuryrctl lbs should show {NS}/web ACTIVE with 4 members (load balancer {lb_id}): row {row}; stderr {}",
-            String::from_utf8_lossy(&out.stderr)
+            stderr
         ),
     );
     // UDP.

@@ -27,6 +27,12 @@ pub mod semantics;
 pub mod translate;
 
 pub use assign::{Group, Plan, PodGroups, Variant, plan};
+
+/// Neutron name of the cluster's group that admits all ingress ([`Group::OpenIngress`]: pods
+/// whose policies isolate only egress).
+pub const OPEN_INGRESS_GROUP: &str = "kuryr-rs/open-ingress";
+/// Neutron name of the cluster's group that admits all egress ([`Group::OpenEgress`]).
+pub const OPEN_EGRESS_GROUP: &str = "kuryr-rs/open-egress";
 pub use error::PolicyError;
 pub use model::{
     Cluster, ContainerPort, Labels, Namespace, Pod, PodKey, Proto, Service, ServicePort, TargetPort,

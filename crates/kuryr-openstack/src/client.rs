@@ -78,6 +78,13 @@ pub struct OpenStackNeutron {
     /// How port tags travel: see [`PortTagging`]; shared by clones, learnt at most once.
     port_tagging: Arc<AtomicU8>,
     tag_creation: bool,
+    /// Port updates that change security groups hold it shared, security-group deletions
+    /// exclusively (shared by clones). ML2/OVN (Neutron 21, Debian bookworm) applies a port's
+    /// group change to OVN after committing it: a group deleted in between loses its OVN port
+    /// group first, the port's OVN update then fails ("Port group … does not exist") and the
+    /// port keeps its old ACLs for good — even the maintenance task fails on it. Seen by the
+    /// NetworkPolicy conformance suite: a pod stayed isolated after its policy was deleted.
+    sg_barrier: Arc<tokio::sync::RwLock<()>>,
 }
 
 impl std::fmt::Debug for OpenStackNeutron {
@@ -171,6 +178,7 @@ impl OpenStackNeutron {
             extensions: Arc::new(Vec::new()),
             port_tagging: Arc::new(AtomicU8::new(PortTagging::Probe as u8)),
             tag_creation: false,
+            sg_barrier: Arc::new(tokio::sync::RwLock::new(())),
         };
         let exts = client.fetch_extensions().await?;
         if TagMode::from_extensions(exts.iter().map(String::as_str)) == TagMode::InCreateBody {

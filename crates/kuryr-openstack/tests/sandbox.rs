@@ -917,3 +917,97 @@ async fn security_group_lifecycle_with_bulk_rules() {
     };
     with_cleanup(&client, &tag, body).await;
 }
+
+/// What OVN's northbound database says a port's groups are (ML2/OVN writes them into the
+/// logical switch port's `external_ids`).
+fn ovn_port_groups(t: &HashMap<String, String>, port_id: &str) -> anyhow::Result<Vec<String>> {
+    let db = format!("--db=unix:{}/run/ovnnb_db.sock", get(t, "KURYR_SANDBOX_HOME"));
+    let out = std::process::Command::new("ovn-nbctl")
+        .args([
+            &db,
+            "get",
+            "Logical_Switch_Port",
+            port_id,
+            "external_ids:\"neutron:security_group_ids\"",
+        ])
+        .output()
+        .context("running ovn-nbctl")?;
+    ensure!(
+        out.status.success(),
+        "ovn-nbctl: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut v: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .trim_matches('"')
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+#[tokio::test]
+async fn a_group_deleted_while_ports_leave_it_keeps_ovn_in_step() {
+    // ML2/OVN applies a port's group change to OVN after its commit; a group deleted in between
+    // would leave the port's OVN ACLs stale for good. The client never lets the two overlap.
+    let _crashes = sandbox_guard::CrashGuard::new();
+    let t = topology();
+    let client = connect_clouds_yaml(&t, Arc::new(CountingObserver::default())).await;
+    let tag = unique_tag("sgrace");
+    let body = async {
+        let base = get(&t, "POD_SG_ID").to_string();
+        for round in 0..3 {
+            let sg = client
+                .create_security_group(&SecurityGroupCreate {
+                    name: format!("sg/kuryr-rs-test-race-{round}"),
+                    description: "kuryr-rs sandbox test".into(),
+                    tags: vec![tag.clone()],
+                    ..Default::default()
+                })
+                .await?;
+            let reqs: Vec<PortCreate> = (0..10)
+                .map(|_| PortCreate {
+                    network_id: get(&t, "POD_NETWORK_ID").into(),
+                    security_groups: Some(vec![base.clone(), sg.id.clone()]),
+                    tags: vec![tag.clone()],
+                    ..Default::default()
+                })
+                .collect();
+            let ports = client.create_ports_bulk(&reqs).await?;
+            let leave = PortUpdate {
+                security_groups: Some(vec![base.clone()]),
+                ..Default::default()
+            };
+            // The ports leave the group while the group is deleted as soon as Neutron lets it.
+            let updates =
+                futures::future::try_join_all(ports.iter().map(|p| client.update_port(&p.id, &leave)));
+            let delete = async {
+                let start = Instant::now();
+                loop {
+                    match client.delete_security_group(&sg.id).await {
+                        Ok(()) => return Ok(()),
+                        Err(Error::Conflict { .. }) if start.elapsed().as_secs() < 30 => {
+                            tokio::task::yield_now().await;
+                        }
+                        Err(e) => return Err(anyhow!(e)),
+                    }
+                }
+            };
+            let (u, d) = tokio::join!(updates, delete);
+            u.context("updates")?;
+            d.context("delete")?;
+            for p in &ports {
+                let ovn = ovn_port_groups(&t, &p.id)?;
+                ensure!(
+                    ovn == vec![base.clone()],
+                    "round {round}: OVN has groups {ovn:?} for port {} (Neutron: [{base}])",
+                    p.id
+                );
+                client.delete_port(&p.id).await?;
+            }
+        }
+        Ok(())
+    };
+    with_cleanup(&client, &tag, body).await;
+}

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 #[command(
     name = "kuryrctl",
     version,
-    about = "Inspect kuryr-rs: pod VIFs, namespace networks, Neutron ports and pools, load balancers, upgrade checks"
+    about = "Inspect kuryr-rs: pod VIFs, namespace networks, Neutron ports and pools, load balancers, network policies, upgrade checks"
 )]
 pub struct Cli {
     /// Kubeconfig (default: `$KUBECONFIG`, `~/.kube/config`, in-cluster).
@@ -87,6 +87,18 @@ pub enum Command {
         /// Do not ask Octavia, show the CRDs only.
         #[arg(long)]
         no_octavia: bool,
+    },
+    /// NetworkPolicies: KuryrNetworkPolicy → security group → rules (wanted, applied, in
+    /// Neutron) → the pods each selects; the cluster's open-direction groups and the tagged
+    /// groups no policy owns (orphans). Exit 1 when a policy is not enforced as its spec says,
+    /// its group is missing or differs, or a group is orphaned.
+    Policies {
+        /// Tag of the cluster's resources (as for `ports`).
+        #[arg(long)]
+        cluster_tag: Option<String>,
+        /// Do not ask Neutron, show the CRDs and pods only.
+        #[arg(long)]
+        no_neutron: bool,
     },
     /// Upgrade checks in the spirit of `kuryr-k8s-status upgrade check`: exit 0 (success),
     /// 1 (warnings) or 2 (failures).

@@ -2,6 +2,7 @@
 //! (query, body, DeleteOptions) and dispatch to the read/write/patch/delete handlers.
 
 pub mod delete;
+pub mod exec;
 pub mod patch;
 pub mod read;
 pub mod write;
@@ -209,6 +210,10 @@ async fn route(app: &Arc<App>, req: Request) -> ApiResult<Response> {
         [r, n, s] => (None, *r, Some(*n), Some(*s)),
         _ => return Err(ApiError::not_found_path()),
     };
+    if let (true, Some(ns), "pods", Some(n), Some("exec")) = (group.is_empty(), namespace, plural, name, sub)
+    {
+        return exec::proxy(app, ns, n, parts).await;
+    }
     let info = app
         .registry
         .lookup(group, version, plural)

@@ -19,7 +19,9 @@
 //! Tests find a pod's netns in `<state-dir>/state.json` (`sandboxes.*.{namespace,name,netns}`)
 //! and the cached CNI results under `<state-dir>/results/<network>-<sandbox id>-eth0`.
 
+mod exec;
 mod forward;
+mod kubelet;
 mod pods;
 pub mod register;
 pub mod sandbox;
@@ -103,9 +105,17 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The kubelet endpoint (exec) could not be bound.
+    #[error("kubelet endpoint")]
+    Kubelet {
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
+/// Parses `500ms`, `1s`, `2m` or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let (num, mul) = if let Some(n) = s.strip_suffix("ms") {
         (n, 0.001)
@@ -165,6 +175,10 @@ pub struct Args {
     /// forwarded to `127.0.0.1:<its port>` inside it.
     #[arg(long)]
     pub host_netns: Option<String>,
+    /// Port of the kubelet endpoint (exec) on 127.0.0.1; 0 picks a free one. Published in the
+    /// Node's `status.daemonEndpoints.kubeletEndpoint.Port`.
+    #[arg(long, default_value_t = 0)]
+    pub kubelet_port: u16,
 }
 
 /// Everything a running node needs (built from [`Args`] or by tests).
@@ -200,6 +214,8 @@ pub struct NodeConfig {
     pub status_interval: Duration,
     /// Garbage collection period for orphaned sandboxes.
     pub gc_interval: Duration,
+    /// Kubelet endpoint port on 127.0.0.1 (0: any free port).
+    pub kubelet_port: u16,
 }
 
 impl NodeConfig {
@@ -221,6 +237,7 @@ impl NodeConfig {
             lease_interval: Duration::from_secs(10),
             status_interval: Duration::from_secs(60),
             gc_interval: Duration::from_secs(10),
+            kubelet_port: 0,
         }
     }
 }
@@ -316,6 +333,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     cfg.sandbox_backoff_cap = args.sandbox_backoff_cap.max(args.sandbox_backoff_base);
     cfg.cni_timeout = args.cni_timeout;
     cfg.host_netns = args.host_netns;
+    cfg.kubelet_port = args.kubelet_port;
     cfg.apiserver_forward = addr;
     run_node(client, cfg, shutdown_signal()).await?;
     Ok(())
@@ -346,7 +364,9 @@ pub async fn run_node(
 ) -> Result<(), Error> {
     let store = state::Store::new(&cfg.state_dir);
     let st = store.load().map_err(|source| Error::LoadState { source })?;
+    let (kubelet_listener, kubelet_port) = kubelet::bind(cfg.kubelet_port).await?;
     let id = register::Identity {
+        kubelet_port,
         name: cfg.name.clone(),
         ip: cfg.node_ip,
         labels: cfg.labels.clone(),
@@ -377,6 +397,7 @@ pub async fn run_node(
         gc_busy: Mutex::new(HashSet::new()),
         cfg,
     });
+    let kubelet = kubelet::serve(kubelet_listener, ctx.clone());
     let heartbeat = {
         let ctx = ctx.clone();
         let mut node_uid = node_uid;
@@ -421,6 +442,7 @@ pub async fn run_node(
     };
     let result = pods::run(ctx.clone(), shutdown).await;
     heartbeat.abort();
+    kubelet.abort();
     if let Some(f) = forwarder {
         f.abort();
     }

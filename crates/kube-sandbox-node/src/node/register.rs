@@ -31,6 +31,8 @@ pub struct Identity {
     pub labels: BTreeMap<String, String>,
     /// Annotations.
     pub annotations: BTreeMap<String, String>,
+    /// Port of the kubelet endpoint on loopback (`daemonEndpoints`).
+    pub kubelet_port: u16,
 }
 
 /// The machine architecture as Go (and so Kubernetes) names it.
@@ -74,7 +76,7 @@ pub fn status(id: &Identity, now: jiff::Timestamp, ready_since: jiff::Timestamp)
         ],
         "capacity": resources,
         "allocatable": resources,
-        "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": id.kubelet_port}},
         "nodeInfo": {
             "machineID": "", "systemUUID": "", "bootID": "",
             "kernelVersion": "", "osImage": "kube-sandbox",
@@ -237,6 +239,7 @@ mod tests {
             ip: "10.0.0.7".parse().unwrap(),
             labels: default_labels("n1"),
             annotations: BTreeMap::new(),
+            kubelet_port: 41234,
         };
         let now = jiff::Timestamp::now();
         let s = status(&id, now, now);

@@ -20,10 +20,7 @@ use tokio::sync::OnceCell;
 
 use super::{DriverError, Reflected};
 
-/// Name of the group that admits all ingress (pods whose policies isolate only egress).
-pub const OPEN_INGRESS_NAME: &str = "kuryr-rs/open-ingress";
-/// Name of the group that admits all egress (pods whose policies isolate only ingress).
-pub const OPEN_EGRESS_NAME: &str = "kuryr-rs/open-egress";
+use kuryr_netpol::{OPEN_EGRESS_GROUP as OPEN_EGRESS_NAME, OPEN_INGRESS_GROUP as OPEN_INGRESS_NAME};
 
 /// The cluster's open-direction groups.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -109,6 +109,19 @@ enum Cmd {
         #[arg(long, default_value_t = 180)]
         timeout: u64,
     },
+    /// K NetworkPolicies over N pods; pod, namespace and policy changes timed until a probe
+    /// flips (bench/policy-enforce).
+    PolicyEnforce {
+        /// Policies (K).
+        #[arg(long, default_value_t = 10)]
+        policies: usize,
+        /// Pods (N).
+        #[arg(long, default_value_t = 30)]
+        pods: usize,
+        /// Seconds one change may take.
+        #[arg(long, default_value_t = 30)]
+        timeout: u64,
+    },
 }
 
 /// How long the report waits after Ready for Neutron to report the pods' ports ACTIVE.
@@ -465,6 +478,27 @@ async fn main() -> ExitCode {
             namespace,
             timeout,
         } => cmd_service_burst(&cluster, services, backends, namespace, timeout).await,
+        Cmd::PolicyEnforce {
+            policies,
+            pods,
+            timeout,
+        } => {
+            let opts = kuryr_e2e::policy_bench::Options {
+                policies,
+                pods,
+                timeout: Duration::from_secs(timeout),
+            };
+            match cluster.client().await {
+                Ok(client) => kuryr_e2e::policy_bench::run(&cluster, &client, &opts)
+                    .await
+                    .map(|out| {
+                        println!("{out}");
+                        true
+                    })
+                    .map_err(anyhow::Error::from),
+                Err(e) => Err(e.into()),
+            }
+        }
     };
     match r {
         Ok(true) => ExitCode::SUCCESS,

@@ -104,3 +104,23 @@ pub async fn ready_and_connected(
     assert_full_connectivity(cluster, &views).await;
     views
 }
+
+/// `kuryrctl ARGS -o json` against the cluster (its kubeconfig and kuryr.conf): exit code, the
+/// JSON document, stderr. Panics when stdout is not JSON.
+pub fn kuryrctl_json(cluster: &Cluster, args: &[&str]) -> (i32, serde_json::Value, String) {
+    let out = std::process::Command::new(cluster.bin_dir.join("kuryrctl"))
+        .arg("--kubeconfig")
+        .arg(&cluster.kubeconfig)
+        .arg("--config-file")
+        .arg(&cluster.conf)
+        .args(args)
+        .args(["-o", "json"])
+        .env("HOME", std::env::temp_dir())
+        .output()
+        .expect("kuryrctl");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let doc = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("kuryrctl {} -o json: {e}: {text} {stderr}", args.join(" ")));
+    (out.status.code().unwrap_or(-1), doc, stderr)
+}

@@ -43,6 +43,11 @@ impl Neutron for OpenStackNeutron {
 
     fn update_port<'a>(&'a self, id: &'a str, update: &'a PortUpdate) -> BoxFuture<'a, Result<Port>> {
         Box::pin(async move {
+            // Never beside a group deletion (see `sg_barrier`).
+            let _barrier = match update.security_groups {
+                Some(_) => Some(self.sg_barrier.read().await),
+                None => None,
+            };
             let body = self
                 .call(
                     ops::PORT_UPDATE,

@@ -50,6 +50,8 @@ impl OpenStackNeutron {
     }
 
     pub(super) async fn sg_delete(&self, id: &str) -> Result<()> {
+        // Alone: no port's group change may be between its commit and its OVN update.
+        let _barrier = self.sg_barrier.write().await;
         self.delete(ops::SG_DELETE, "security-groups", id).await
     }
 

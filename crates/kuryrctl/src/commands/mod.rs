@@ -3,6 +3,7 @@
 
 pub mod lbs;
 pub mod networks;
+pub mod policies;
 pub mod ports;
 pub mod status;
 pub mod vifs;
@@ -44,6 +45,10 @@ pub async fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8, Error> {
             cluster_tag,
             no_octavia,
         } => lbs::run(cli, &client, cluster_tag.as_deref(), *no_octavia, out).await,
+        Command::Policies {
+            cluster_tag,
+            no_neutron,
+        } => policies::run(cli, &client, cluster_tag.as_deref(), *no_neutron, out).await,
         Command::Status => {
             let handlers = if cli.config_file.is_empty() {
                 None
