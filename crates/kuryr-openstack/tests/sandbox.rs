@@ -957,7 +957,7 @@ async fn a_group_deleted_while_ports_leave_it_keeps_ovn_in_step() {
     let tag = unique_tag("sgrace");
     let body = async {
         let base = get(&t, "POD_SG_ID").to_string();
-        for round in 0..3 {
+        for round in 0..2 {
             let sg = client
                 .create_security_group(&SecurityGroupCreate {
                     name: format!("sg/kuryr-rs-test-race-{round}"),

@@ -165,6 +165,22 @@ impl Handler for KnpHandler {
     type Error = Error;
     const NAME: &'static str = HANDLER;
 
+    /// Failures (a quota, Neutron down) are told on the NetworkPolicy, where its author looks.
+    fn event_target(&self, knp: &KuryrNetworkPolicy) -> k8s_openapi::api::core::v1::ObjectReference {
+        k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("networking.k8s.io/v1".into()),
+            kind: Some("NetworkPolicy".into()),
+            namespace: knp.namespace(),
+            name: Some(knp.name_any()),
+            uid: knp
+                .owner_references()
+                .iter()
+                .find(|o| o.kind == "NetworkPolicy")
+                .map(|o| o.uid.clone()),
+            ..Default::default()
+        }
+    }
+
     async fn observe(&self, knp: &Arc<KuryrNetworkPolicy>, _live: bool) -> Result<Self::Observed, Error> {
         let ns = knp.namespace().unwrap_or_default();
         let key = format!("{ns}/{}", knp.name_any());
