@@ -96,13 +96,11 @@ pub fn policy_spec(j: usize, k: usize, extra: Option<&str>) -> Value {
     })
 }
 
-/// The p-quantile (nearest rank) of sorted `v`.
+/// The p-quantile (`p` in 0–1, nearest rank) of `v` in ms: [`crate::burst::percentile`], 0 when
+/// empty.
 pub fn quantile(v: &[u128], p: f64) -> u128 {
-    if v.is_empty() {
-        return 0;
-    }
-    let i = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
-    v[i]
+    let ms: Vec<f64> = v.iter().map(|x| *x as f64).collect();
+    crate::burst::percentile(&ms, p * 100.0).unwrap_or(0.0) as u128
 }
 
 /// The flip: the first attempt from which every completed attempt matches, with at least

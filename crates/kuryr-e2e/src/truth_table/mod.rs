@@ -511,13 +511,7 @@ impl Report {
             .filter_map(|c| c.result.as_ref().ok().map(|(d, _)| d.as_millis()))
             .collect();
         times.sort_unstable();
-        let pct = |p: f64| -> u128 {
-            if times.is_empty() {
-                return 0;
-            }
-            let i = ((p * times.len() as f64).ceil() as usize).clamp(1, times.len()) - 1;
-            times[i]
-        };
+        let pct = |p: f64| crate::policy_bench::quantile(&times, p);
         let failed = self.failures().len();
         format!(
             "netpol conformance: scenarios={} steps={} tables={} passed={} failed={} converge_p50_ms={} converge_p99_ms={} converge_max_ms={} elapsed_s={}",
