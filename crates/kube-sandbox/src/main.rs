@@ -38,8 +38,12 @@ struct ProbeCmd {
     /// How long one target may take (e.g. 1s, 500ms).
     #[arg(long, default_value = "1s", value_parser = node::parse_duration)]
     timeout: std::time::Duration,
+    /// Serve rounds from stdin instead: each line's targets answered by a line per target and
+    /// a line `end` (one `kubectl exec -i` for many rounds).
+    #[arg(long, conflicts_with = "targets")]
+    stdin: bool,
     /// Targets: `tcp:IP:PORT`, `udp:IP:PORT` or `IP:PORT` (TCP).
-    #[arg(required = true)]
+    #[arg(required_unless_present = "stdin")]
     targets: Vec<probe::Target>,
 }
 
@@ -66,6 +70,12 @@ async fn main() -> Result<()> {
         Command::Apiserver(cmd) => run_control_plane(cmd.server).await,
         Command::Node(args) => node::run(args).await,
         Command::Controllers(args) => controllers::run(args).await,
+        Command::Probe(cmd) if cmd.stdin => {
+            let input = tokio::io::BufReader::new(tokio::io::stdin());
+            probe::serve_lines(input, tokio::io::stdout(), cmd.timeout)
+                .await
+                .context("probe --stdin")
+        }
         Command::Probe(cmd) => {
             let results = probe::probe_all(&cmd.targets, cmd.timeout).await;
             let all = results

@@ -2,6 +2,10 @@
 //! c, every pod pair probed from inside the pods with `kubectl exec` after every change, until
 //! the table is the one the specification calls for. Prints one line per check (convergence
 //! time and rounds) and the summary; fails listing every check that did not converge.
+//!
+//! `KURYR_NETPOL_SCENARIOS=<text>` runs only the scenarios whose name contains `<text>` (when
+//! chasing one case by hand; CI runs them all); `KURYR_E2E_SAVE_LOG=<file>` keeps a copy of the
+//! controller's log there.
 
 mod common;
 
@@ -25,11 +29,18 @@ async fn netpol_truth_tables() {
         )
         .await;
     check(&cluster, "baseline: every pair open", baseline);
-    let scenarios = tt::scenarios::all(&world.peers);
+    let mut scenarios = tt::scenarios::all(&world.peers);
+    if let Ok(only) = std::env::var("KURYR_NETPOL_SCENARIOS") {
+        scenarios.retain(|s| s.name.contains(only.as_str()));
+        eprintln!("KURYR_NETPOL_SCENARIOS={only}: {} scenarios", scenarios.len());
+    }
     let report = tt::run(&world, &scenarios).await;
     let summary = report.summary();
     eprintln!("{summary}");
     let failures = report.failures();
+    if let Ok(to) = std::env::var("KURYR_E2E_SAVE_LOG") {
+        let _ = std::fs::copy(cluster.log("controller"), to);
+    }
     assert_or_logs(
         &cluster,
         failures.is_empty(),

@@ -2,9 +2,11 @@
 //! the Kubernetes e2e "Netpol" truth tables: namespaces x, y, z (labelled `ns=<name>`) × pods a,
 //! b, c (labelled `pod=<name>`), each serving 80 and 81 over TCP and UDP, spread over the nodes.
 //! After every change, every pod probes every pod from inside its network namespace with
-//! `kubectl exec … kube-sandbox probe` (one exec per source pod and round) until the whole 9 × 9
-//! table equals the scenario's expectation twice in a row; the time that took is the
-//! convergence time reported. A pod reaching itself is always allowed (loopback, as upstream).
+//! `kube-sandbox probe` until the whole 9 × 9 table equals the scenario's expectation twice in a
+//! row; the time that took is the convergence time reported. Each pod keeps one
+//! `kubectl exec -i … probe --stdin` session open and gets a line of targets per round: a
+//! `kubectl exec` per pod and round costs about 75 ms of CPU, which at nine pods a round took
+//! most of the two cores and slowed the cloud under test (Neutron) down by half. A pod reaching itself is always allowed (loopback, as upstream).
 //!
 //! [`scenarios`] holds the scenarios; this module the world, the probing and the runner.
 
@@ -24,6 +26,11 @@ use kube::{
     api::{DeleteParams, ListParams},
 };
 use serde_json::{Value, json};
+use tokio::{
+    io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines},
+    process::{Child, ChildStdin, ChildStdout},
+    sync::Mutex,
+};
 
 use crate::{
     cluster::Cluster,
@@ -170,6 +177,24 @@ pub struct Scenario {
     pub steps: Vec<Step>,
 }
 
+/// Rounds start at most this often: a round where everything connects takes a few
+/// milliseconds, and back-to-back rounds would burn the CPU the cloud under test needs.
+pub const ROUND_EVERY: Duration = Duration::from_millis(250);
+
+/// How long one round's answer may take on a session before the session is dropped.
+const ROUND_WITHIN: Duration = Duration::from_secs(15);
+
+/// The end-of-round line of `kube-sandbox probe --stdin`.
+const END_OF_ROUND: &str = "end";
+
+/// One pod's open `kubectl exec -i … probe --stdin`.
+struct Session {
+    /// Kept so the exec ends (killed) when the session is dropped.
+    _child: Child,
+    stdin: ChildStdin,
+    stdout: Lines<BufReader<ChildStdout>>,
+}
+
 /// The cluster the suite runs in.
 pub struct World {
     client: Client,
@@ -178,6 +203,8 @@ pub struct World {
     probe_bin: PathBuf,
     /// The nine pods, x/a … z/c.
     pub peers: Vec<Peer>,
+    /// Each peer's probe session (opened on first use, reopened after a failure).
+    sessions: Vec<Mutex<Option<Session>>>,
 }
 
 /// The kubectl binary: `$KUBECTL`, else where `tools/install-kubectl` puts it.
@@ -227,14 +254,15 @@ impl World {
             kubectl: kubectl_path(),
             kubeconfig: cluster.kubeconfig.clone(),
             probe_bin: cluster.bin_dir.join("kube-sandbox"),
+            sessions: peers.iter().map(|_| Mutex::new(None)).collect(),
             peers,
         })
     }
 
-    /// One round: every pod probes every pod on each `(proto, port)` (one exec per source pod);
-    /// `tables[i][from][to]` = connected on the i-th, and the right pod answered.
+    /// One round: every pod probes every pod on each `(proto, port)` (one line to each pod's
+    /// session); `tables[i][from][to]` = connected on the i-th, and the right pod answered.
     pub async fn observe(&self, on: &[(Proto, u16)]) -> Result<Vec<Vec<Vec<bool>>>> {
-        let rows = futures::future::join_all(self.peers.iter().map(|from| self.row(from, on))).await;
+        let rows = futures::future::join_all((0..self.peers.len()).map(|i| self.row(i, on))).await;
         let rows: Vec<Vec<bool>> = rows.into_iter().collect::<Result<_>>()?;
         let n = self.peers.len();
         Ok((0..on.len())
@@ -242,46 +270,91 @@ impl World {
             .collect())
     }
 
-    async fn row(&self, from: &Peer, on: &[(Proto, u16)]) -> Result<Vec<bool>> {
-        let mut cmd = tokio::process::Command::new(&self.kubectl);
-        cmd.arg("--kubeconfig")
+    fn open_session(&self, from: &Peer) -> Result<Session> {
+        let mut child = tokio::process::Command::new(&self.kubectl)
+            .arg("--kubeconfig")
             .arg(&self.kubeconfig)
-            .args(["exec", "-n", &from.ns, &from.name, "--"])
+            .args(["exec", "-i", "-n", &from.ns, &from.name, "--"])
             .arg(&self.probe_bin)
-            .args(["probe", "--timeout", &format!("{}ms", PROBE_TIMEOUT.as_millis())]);
-        for (proto, port) in on {
-            for to in &self.peers {
-                cmd.arg(format!("{}:{}:{port}", proto.prefix(), to.ip));
-            }
-        }
-        let out = cmd
+            .args([
+                "probe",
+                "--stdin",
+                "--timeout",
+                &format!("{}ms", PROBE_TIMEOUT.as_millis()),
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
             .kill_on_drop(true)
-            .output()
-            .await
+            .spawn()
             .map_err(|source| Error::Spawn {
-                what: format!("kubectl exec {}", from.key()),
+                what: format!("kubectl exec -i {} -- kube-sandbox probe --stdin", from.key()),
                 source,
             })?;
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        // Exit 0: all connected; 1: some did not (one line each either way).
-        if !matches!(out.status.code(), Some(0 | 1)) {
-            return Err(Error::Command {
-                what: format!("kubectl exec {} -- kube-sandbox probe", from.key()),
-                status: out.status.to_string(),
-                output: format!("{stdout}{}", String::from_utf8_lossy(&out.stderr)),
-            });
-        }
-        let lines: Vec<&str> = stdout.lines().collect();
-        if lines.len() != self.peers.len() * on.len() {
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(Error::Parse {
-                what: format!("probe output of {}", from.key()),
-                detail: stdout.into_owned(),
+                what: format!("kubectl exec {}", from.key()),
+                detail: "no stdin/stdout pipes".into(),
             });
+        };
+        Ok(Session {
+            _child: child,
+            stdin,
+            stdout: BufReader::new(stdout).lines(),
+        })
+    }
+
+    /// One pod's row: the targets as one line to its session, a line back per target. A session
+    /// that fails or stalls is dropped (its exec killed) and opened again next round.
+    async fn row(&self, i: usize, on: &[(Proto, u16)]) -> Result<Vec<bool>> {
+        let from = &self.peers[i];
+        let mut slot = self.sessions[i].lock().await;
+        let mut session = match slot.take() {
+            Some(s) => s,
+            None => self.open_session(from)?,
+        };
+        let mut line = String::new();
+        for (proto, port) in on {
+            for to in &self.peers {
+                let _ = write!(line, "{}:{}:{port} ", proto.prefix(), to.ip);
+            }
         }
+        line.push('\n');
+        let broken = |detail: String| Error::Parse {
+            what: format!("probe session of {}", from.key()),
+            detail,
+        };
+        let answer = tokio::time::timeout(ROUND_WITHIN, async {
+            session
+                .stdin
+                .write_all(line.as_bytes())
+                .await
+                .map_err(|e| broken(format!("writing: {e}")))?;
+            session
+                .stdin
+                .flush()
+                .await
+                .map_err(|e| broken(format!("writing: {e}")))?;
+            let mut lines = Vec::new();
+            loop {
+                match session.stdout.next_line().await {
+                    Ok(Some(l)) if l == END_OF_ROUND => return Ok(lines),
+                    Ok(Some(l)) => lines.push(l),
+                    Ok(None) => return Err(broken(format!("the exec ended after {lines:?}"))),
+                    Err(e) => return Err(broken(format!("reading: {e}"))),
+                }
+            }
+        })
+        .await
+        .map_err(|_| broken(format!("no answer in {} s", ROUND_WITHIN.as_secs())))??;
+        if answer.len() != self.peers.len() * on.len() {
+            return Err(broken(format!("unexpected answer {answer:?}")));
+        }
+        *slot = Some(session);
         Ok(on
             .iter()
             .flat_map(|_| self.peers.iter())
-            .zip(lines)
+            .zip(answer)
             .map(|(to, l)| {
                 l.split_whitespace().skip(1).collect::<Vec<_>>() == ["connected", to.name.as_str()]
             })
@@ -317,12 +390,16 @@ impl World {
         let mut last = String::new();
         while since.elapsed() < within {
             rounds += 1;
-            match self.observe(&on).await {
+            let pace = tokio::time::sleep(ROUND_EVERY);
+            let observed = self.observe(&on).await;
+            let at = since.elapsed();
+            pace.await;
+            match observed {
                 Ok(got) if got == want => {
                     if let Some(t) = first_match {
                         return Ok((t, rounds));
                     }
-                    first_match = Some(since.elapsed());
+                    first_match = Some(at);
                 }
                 Ok(got) => {
                     first_match = None;
