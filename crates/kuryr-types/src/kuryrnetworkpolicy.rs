@@ -106,6 +106,22 @@ pub struct KuryrNetworkPolicyStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "preserve_object")]
     pub pod_selector: Option<LabelSelector>,
+    /// kuryr-rs: the extra groups of pods whose named ingress ports resolve differently from
+    /// the other selected pods' (one per resolution; such a pod carries the policy's group and
+    /// its resolution's). Upstream had none: it opened every resolution on every pod.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub port_variant_groups: Vec<PortVariantGroup>,
+}
+
+/// A group holding the rules of one resolution of a policy's named ingress ports.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct PortVariantGroup {
+    /// The resolution's key (a digest of its rules; the pods whose `affectedPods` rules have
+    /// that digest carry this group).
+    pub key: String,
+    /// The Neutron security group.
+    pub security_group_id: String,
 }
 
 /// A created Neutron security group rule.

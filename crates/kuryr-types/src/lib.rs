@@ -22,8 +22,8 @@ pub use kuryrloadbalancer::{
 };
 pub use kuryrnetwork::{KuryrNetwork, KuryrNetworkSpec, KuryrNetworkStatus};
 pub use kuryrnetworkpolicy::{
-    AffectedPod, KuryrNetworkPolicy, KuryrNetworkPolicySpec, KuryrNetworkPolicyStatus, SecurityGroupRule,
-    SgRule, SgRuleSpec,
+    AffectedPod, KuryrNetworkPolicy, KuryrNetworkPolicySpec, KuryrNetworkPolicyStatus, PortVariantGroup,
+    SecurityGroupRule, SgRule, SgRuleSpec,
 };
 pub use kuryrport::{KuryrPort, KuryrPortSpec, KuryrPortStatus};
 pub use vif::{FixedIp, Network, PortProfile, Route, Subnet, Vif, VifEntry, VifKind};

@@ -14,6 +14,7 @@ const EXTENSIONS: &[(&str, &str)] = &[
     ("KuryrLoadBalancer.spec", "source_ranges"),
     ("KuryrLoadBalancer.spec", "session_affinity"),
     ("KuryrLoadBalancer.spec", "health_monitor"),
+    ("KuryrNetworkPolicy.status", "portVariantGroups"),
 ];
 
 /// Expected shape of one schema node.

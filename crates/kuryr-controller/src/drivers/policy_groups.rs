@@ -2,9 +2,12 @@
 //! that implement them (the KuryrNetworkPolicies' `status.securityGroupId`), and the cluster's
 //! two open-direction groups. The rule of [`kuryr_netpol::assign`] decides: no policy selects
 //! the pod → the default groups; else every selecting policy's group, plus open-ingress when none
-//! isolates ingress and open-egress when none isolates egress. A selecting policy whose group
-//! does not exist yet, or does not hold its rules yet, makes the pod wait (no port without the
-//! groups it needs, no group on a port before its rules).
+//! isolates ingress and open-egress when none isolates egress; a pod whose named ingress ports
+//! resolve differently from the other selected pods' also carries its port variant's group
+//! (`status.portVariantGroups`). A selecting policy whose group does not exist yet, or does not
+//! hold its rules yet, makes the pod wait (no port without the groups it needs, no group on a
+//! port before its rules); a variant group not made yet only leaves the pod's own named ports
+//! closed for a moment (it only ever adds).
 
 use std::sync::Arc;
 
@@ -19,6 +22,7 @@ use kuryr_types::KuryrNetworkPolicy;
 use tokio::sync::OnceCell;
 
 use super::{DriverError, Reflected};
+use crate::handlers::kuryrnetworkpolicy::variants;
 
 use kuryr_netpol::{OPEN_EGRESS_GROUP as OPEN_EGRESS_NAME, OPEN_INGRESS_GROUP as OPEN_INGRESS_NAME};
 
@@ -42,6 +46,8 @@ pub struct Selecting {
     pub egress: bool,
     /// Its group, once the KuryrNetworkPolicy handler made it.
     pub group: Option<String>,
+    /// The group of the pod's port variant of the policy, if it has one and it is made.
+    pub variant_group: Option<String>,
 }
 
 /// The groups of a pod's port (sorted, deduplicated); `Err`: the policy whose group is missing.
@@ -56,6 +62,7 @@ pub fn groups_for(
     let mut out = Vec::with_capacity(selecting.len() + 1);
     for s in selecting {
         out.push(s.group.clone().ok_or_else(|| s.key.clone())?);
+        out.extend(s.variant_group.clone());
     }
     if !selecting.iter().any(|s| s.ingress) {
         out.push(open.ingress.clone());
@@ -64,6 +71,17 @@ pub fn groups_for(
         out.push(open.egress.clone());
     }
     Ok(sorted(out))
+}
+
+/// The recorded group of the port variant of `knp` the pod `(namespace, ip)` needs.
+pub fn variant_group(knp: &KuryrNetworkPolicy, namespace: &str, ip: &str) -> Option<String> {
+    let key = variants::key_for_pod(&knp.spec, namespace, ip)?;
+    knp.status
+        .as_ref()?
+        .port_variant_groups
+        .iter()
+        .find(|v| v.key == key)
+        .map(|v| v.security_group_id.clone())
 }
 
 /// Group IDs sorted and deduplicated (how a port's set is compared).
@@ -162,20 +180,31 @@ impl PolicyGroups {
                 .map(|np| np.as_ref().clone())
                 .collect()
         };
+        // As the policy handler wrote it into `affectedPods` (parsed and printed again).
+        let ip = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ip.as_deref())
+            .and_then(|ip| ip.parse::<std::net::IpAddr>().ok())
+            .map(|ip| ip.to_string());
         let selecting: Vec<Selecting> = Self::selecting(&nps, &ns, pod.labels())
             .into_iter()
-            .map(|p| Selecting {
-                key: format!("{}/{}", p.namespace, p.name),
-                ingress: p.ingress.is_some(),
-                egress: p.egress.is_some(),
-                // The group once its rules are in (`status.podSelector` is written after the
-                // first full apply): a pod given it earlier would lose the traffic the policy
-                // allows for a moment.
-                group: self.knps.get(Some(&p.namespace), &p.name).and_then(|k| {
-                    let st = k.status.as_ref()?;
-                    st.pod_selector.as_ref()?;
-                    st.security_group_id.clone()
-                }),
+            .map(|p| {
+                let knp = self.knps.get(Some(&p.namespace), &p.name);
+                Selecting {
+                    key: format!("{}/{}", p.namespace, p.name),
+                    ingress: p.ingress.is_some(),
+                    egress: p.egress.is_some(),
+                    // The group once its rules are in (`status.podSelector` is written after
+                    // the first full apply): a pod given it earlier would lose the traffic the
+                    // policy allows for a moment.
+                    group: knp.as_ref().and_then(|k| {
+                        let st = k.status.as_ref()?;
+                        st.pod_selector.as_ref()?;
+                        st.security_group_id.clone()
+                    }),
+                    variant_group: knp.as_ref().and_then(|k| variant_group(k, &ns, ip.as_deref()?)),
+                }
             })
             .collect();
         if selecting.is_empty() {
@@ -284,6 +313,7 @@ mod tests {
             ingress,
             egress,
             group: group.map(str::to_owned),
+            variant_group: None,
         }
     }
 
@@ -323,6 +353,53 @@ mod tests {
             groups_for(&egress_only, &[], &open()),
             Ok(vec!["open-in".into(), "sg-b".into()])
         );
+    }
+
+    #[test]
+    fn a_port_variant_adds_its_group() {
+        let mut a = sel("x/a", true, false, Some("sg-a"));
+        a.variant_group = Some("sg-a-v".into());
+        assert_eq!(
+            groups_for(&[a], &[], &open()),
+            Ok(vec!["open-out".into(), "sg-a".into(), "sg-a-v".into()])
+        );
+    }
+
+    #[test]
+    fn the_pod_finds_its_variant_by_namespace_and_address() {
+        use kuryr_types::{AffectedPod, KuryrNetworkPolicySpec, PortVariantGroup, SgRule, SgRuleSpec};
+        let rule = SgRuleSpec {
+            affected_pods: Some(vec![AffectedPod {
+                pod_ip: "10.0.0.5".into(),
+                pod_namespace: "x".into(),
+            }]),
+            namespace: None,
+            sg_rule: SgRule {
+                direction: Some("ingress".into()),
+                port_range_min: Some(8080),
+                port_range_max: Some(8080),
+                protocol: Some("tcp".into()),
+                ..Default::default()
+            },
+        };
+        let spec = KuryrNetworkPolicySpec {
+            ingress_sg_rules: vec![rule],
+            egress_sg_rules: vec![],
+            pod_selector: Default::default(),
+            policy_types: vec!["Ingress".into()],
+        };
+        let key = variants::key_for_pod(&spec, "x", "10.0.0.5").unwrap_or_default();
+        let mut knp = KuryrNetworkPolicy::new("np", spec);
+        assert_eq!(variant_group(&knp, "x", "10.0.0.5"), None, "not made yet");
+        knp.status = Some(kuryr_types::KuryrNetworkPolicyStatus {
+            port_variant_groups: vec![PortVariantGroup {
+                key,
+                security_group_id: "sg-v".into(),
+            }],
+            ..Default::default()
+        });
+        assert_eq!(variant_group(&knp, "x", "10.0.0.5").as_deref(), Some("sg-v"));
+        assert_eq!(variant_group(&knp, "x", "10.0.0.6"), None);
     }
 
     #[test]

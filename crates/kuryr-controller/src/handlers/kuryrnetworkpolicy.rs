@@ -2,12 +2,19 @@
 //! name `kuryrnetworkpolicy`): one Neutron security group per policy (`sg/<ns>-<name>`, found by
 //! name again after a crash or when upstream made it), holding exactly the spec's rules — the
 //! missing ones created in bulk, the extra ones deleted — and a status that says which group
-//! and which rules. Which pods carry the group is the `pod_label` handler's business. On
-//! deletion the group is taken off pooled ports and deleted (Neutron refuses while a pod's port
-//! still has it: retried until the `pod_label` handler has moved every pod), then the
-//! NetworkPolicy's and the KuryrNetworkPolicy's finalizers go.
+//! and which rules. Named ingress ports that resolve differently on different selected pods get
+//! one more group per resolution (`sg/<ns>-<name>/port-variant-<key>`, recorded in
+//! `status.portVariantGroups`, a kuryr-rs addition). Which pods carry which group is the
+//! `pod_label` handler's business. On deletion the groups are taken off pooled ports and deleted
+//! (Neutron refuses while a pod's port still has one: retried until the `pod_label` handler has
+//! moved every pod), then the NetworkPolicy's and the KuryrNetworkPolicy's finalizers go.
 
+pub mod janitor;
+mod lookup;
 pub mod plan;
+pub mod variants;
+
+pub use lookup::{group_name, variant_group_name};
 
 use std::sync::Arc;
 
@@ -17,12 +24,12 @@ use kube::{
     api::{Patch, PatchParams},
     runtime::{Controller, watcher},
 };
-use kuryr_openstack::{Neutron, SecurityGroupCreate, SecurityGroupFilter, SecurityGroupRuleFilter};
+use kuryr_openstack::{Neutron, SecurityGroupCreate, SecurityGroupRuleFilter};
 use kuryr_types::{KuryrNetworkPolicy, constants::NETWORKPOLICY_FINALIZER};
 use serde_json::json;
 use tracing::info;
 
-use self::plan::{KnpObserved, KnpSettings, Step};
+use self::plan::{KnpObserved, KnpSettings, Step, VariantGroupSeen};
 use super::scaffold::{self, ErrorKind, Flow, Handler, HandlerError, Plan, kube_kind};
 use crate::{Context, finalizer, pool::PortSource};
 
@@ -110,51 +117,25 @@ pub struct KnpHandler {
     settings: KnpSettings,
 }
 
-/// Upstream's group name for a policy.
-pub fn group_name(ns: &str, name: &str) -> String {
-    let mut n = format!("sg/{ns}-{name}");
-    if n.len() > MAX_NAME {
-        let mut cut = MAX_NAME;
-        while !n.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        n.truncate(cut);
-    }
-    n
-}
-
 impl KnpHandler {
-    async fn find_group(&self, knp: &KuryrNetworkPolicy, key: &str) -> Result<Option<String>, Error> {
-        let nerr = |what| {
-            let policy = key.to_string();
-            move |source| Error::Neutron { what, policy, source }
-        };
-        if let Some(id) = knp.status.as_ref().and_then(|s| s.security_group_id.clone()) {
-            let f = SecurityGroupFilter {
-                ids: vec![id.clone()],
-                ..Default::default()
-            };
-            if !self
-                .neutron
-                .list_security_groups(&f)
-                .await
-                .map_err(nerr("reading the security group"))?
-                .is_empty()
-            {
-                return Ok(Some(id));
-            }
-        }
-        let f = SecurityGroupFilter {
-            name: Some(group_name(&knp.namespace().unwrap_or_default(), &knp.name_any())),
-            project_id: self.settings.project_id.clone(),
-            ..Default::default()
-        };
-        let found = self
-            .neutron
-            .list_security_groups(&f)
+    /// Takes group `id` off pooled ports and deletes it (Neutron refuses while a pod's port
+    /// still has it: a `Conflict`, retried).
+    async fn release(&self, policy: &str, id: &str, what: &'static str) -> Result<(), Error> {
+        self.pool
+            .remove_security_group(id)
             .await
-            .map_err(nerr("looking for the security group"))?;
-        Ok(found.into_iter().next().map(|g| g.id))
+            .map_err(|source| Error::Pool {
+                policy: policy.to_string(),
+                source,
+            })?;
+        self.neutron
+            .delete_security_group(id)
+            .await
+            .map_err(|source| Error::Neutron {
+                what,
+                policy: policy.to_string(),
+                source,
+            })
     }
 }
 
@@ -185,20 +166,31 @@ impl Handler for KnpHandler {
         let ns = knp.namespace().unwrap_or_default();
         let key = format!("{ns}/{}", knp.name_any());
         let group = self.find_group(knp, &key).await?;
-        let rules = match &group {
-            Some(id) => self
-                .neutron
+        let status = knp.status.clone().unwrap_or_default();
+        let (variant_ids, stale_variant_groups) = self.find_variant_groups(knp, &key).await?;
+        let ids: Vec<String> = group.iter().chain(variant_ids.values()).cloned().collect();
+        let mut rules = if ids.is_empty() {
+            Vec::new()
+        } else {
+            self.neutron
                 .list_security_group_rules(&SecurityGroupRuleFilter {
-                    security_group_ids: vec![id.clone()],
+                    security_group_ids: ids,
                 })
                 .await
                 .map_err(|source| Error::Neutron {
                     what: "listing the rules",
                     policy: key.clone(),
                     source,
-                })?,
-            None => Vec::new(),
+                })?
         };
+        let variant_groups = variant_ids
+            .into_iter()
+            .map(|(k, id)| {
+                let (mine, rest) = rules.drain(..).partition(|r| r.security_group_id == id);
+                rules = rest;
+                (k, VariantGroupSeen { id, rules: mine })
+            })
+            .collect();
         let deleting = knp.metadata.deletion_timestamp.is_some();
         let policy_exists = deleting
             && Api::<NetworkPolicy>::namespaced(self.client.clone(), &ns)
@@ -210,7 +202,6 @@ impl Handler for KnpHandler {
                     source,
                 })?
                 .is_some_and(|np| np.finalizers().iter().any(|f| f == NETWORKPOLICY_FINALIZER));
-        let status = knp.status.clone().unwrap_or_default();
         let observed = KnpObserved {
             key,
             deleting,
@@ -222,6 +213,9 @@ impl Handler for KnpHandler {
             group,
             rules,
             policy_exists,
+            recorded_variants: status.port_variant_groups.clone(),
+            variant_groups,
+            stale_variant_groups,
         };
         Ok((knp.clone(), observed))
     }
@@ -281,7 +275,16 @@ impl Handler for KnpHandler {
                     .map_err(nerr("creating security group rules"))?;
                 info!(policy = %key, rules = created.len(), "security group rules created");
                 let mut next = seen.clone();
-                next.rules.extend(created);
+                for r in created {
+                    match next
+                        .variant_groups
+                        .values_mut()
+                        .find(|g| g.id == r.security_group_id)
+                    {
+                        Some(g) => g.rules.push(r),
+                        None => next.rules.push(r),
+                    }
+                }
                 return Ok(Flow::Replan((knp.clone(), next)));
             }
             Step::DeleteRules(ids) => {
@@ -293,7 +296,12 @@ impl Handler for KnpHandler {
                 let mut first_err = None;
                 for (id, r) in ids.iter().zip(results) {
                     match r {
-                        Ok(()) => next.rules.retain(|x| &x.id != id),
+                        Ok(()) => {
+                            next.rules.retain(|x| &x.id != id);
+                            for g in next.variant_groups.values_mut() {
+                                g.rules.retain(|x| &x.id != id);
+                            }
+                        }
                         Err(e) => {
                             first_err.get_or_insert(e);
                         }
@@ -305,28 +313,59 @@ impl Handler for KnpHandler {
                 info!(policy = %key, rules = ids.len(), "security group rules deleted");
                 return Ok(Flow::Replan((knp.clone(), next)));
             }
+            Step::CreateVariantGroup(variant) => {
+                let g = self
+                    .neutron
+                    .create_security_group(&SecurityGroupCreate {
+                        name: variant_group_name(&ns, &knp.name_any(), &variant),
+                        description: format!(
+                            "kuryr-rs: Network Policy {key}, named ingress ports of the pods that resolve them as port variant {variant}"
+                        ),
+                        project_id: self.settings.project_id.clone(),
+                        tags: self.settings.tags.clone(),
+                    })
+                    .await
+                    .map_err(nerr("creating a port variant group"))?;
+                info!(policy = %key, variant = %variant, security_group_id = %g.id, "port variant group created");
+                let mut next = seen.clone();
+                next.variant_groups.insert(
+                    variant,
+                    VariantGroupSeen {
+                        id: g.id,
+                        rules: Vec::new(),
+                    },
+                );
+                // Recorded at once (a crash before the next write still finds it by name, but
+                // not once the spec moved on): pods get it only when their variant wants it,
+                // and a group with some of its rules only opens less.
+                let p = json!({ "status": { "portVariantGroups": plan::status_variants(&next) } });
+                knps.patch(&knp.name_any(), &PatchParams::default(), &Patch::Merge(&p))
+                    .await
+                    .map_err(kerr("recording a port variant group"))?;
+                next.recorded_variants = plan::status_variants(&next);
+                return Ok(Flow::Replan((knp.clone(), next)));
+            }
+            Step::ReleaseVariantGroup(id) => {
+                self.release(&key, &id, "deleting a port variant group").await?;
+                info!(policy = %key, security_group_id = %id, "port variant group deleted");
+                let mut next = seen.clone();
+                next.variant_groups.retain(|_, g| g.id != id);
+                next.stale_variant_groups.retain(|g| g != &id);
+                return Ok(Flow::Replan((knp.clone(), next)));
+            }
             Step::WriteStatus => {
                 let p = json!({ "status": {
                     "securityGroupId": seen.group,
                     "securityGroupRules": plan::status_rules(&seen.rules),
                     "podSelector": knp.spec.pod_selector,
+                    "portVariantGroups": plan::status_variants(seen),
                 } });
                 knps.patch(&knp.name_any(), &PatchParams::default(), &Patch::Merge(&p))
                     .await
                     .map_err(kerr("writing the status"))?;
             }
             Step::ReleaseGroup(id) => {
-                self.pool
-                    .remove_security_group(&id)
-                    .await
-                    .map_err(|source| Error::Pool {
-                        policy: key.clone(),
-                        source,
-                    })?;
-                self.neutron
-                    .delete_security_group(&id)
-                    .await
-                    .map_err(nerr("deleting the security group"))?;
+                self.release(&key, &id, "deleting the security group").await?;
                 info!(policy = %key, security_group_id = %id, "security group deleted");
             }
             Step::RemoveFinalizers => {
@@ -370,7 +409,17 @@ pub async fn start(ctx: Arc<Context>) {
         Api::<KuryrNetworkPolicy>::all(ctx.client.clone()),
         watcher::Config::default(),
     );
-    scaffold::run(ctx, handler, controller, async {}, async {}).await;
+    let janitor = janitor::Janitor::new(
+        handler.neutron.clone(),
+        handler.pool.clone(),
+        handler.settings.tags.clone(),
+        handler.settings.project_id.clone(),
+    )
+    .run(
+        controller.store(),
+        ctx.config.vif_pool.ports_pool_janitor_interval,
+    );
+    scaffold::run(ctx, handler, controller, async {}, janitor).await;
 }
 
 #[cfg(test)]
@@ -383,5 +432,14 @@ mod tests {
         let long = "é".repeat(200);
         let n = group_name("x", &long);
         assert!(n.len() <= MAX_NAME && n.starts_with("sg/x-"));
+        assert_eq!(
+            variant_group_name("x", "web", "0123456789ab"),
+            "sg/x-web/port-variant-0123456789ab"
+        );
+        let v = variant_group_name("x", &long, "0123456789ab");
+        assert!(
+            v.len() <= MAX_NAME && v.ends_with("/port-variant-0123456789ab"),
+            "{v}"
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! The NetworkPolicy conformance suite (issue 14), re-derived from the documented scenarios of
 //! the Kubernetes e2e "Netpol" truth tables: namespaces x, y, z (labelled `ns=<name>`) × pods a,
-//! b, c (labelled `pod=<name>`), each serving 80 and 81 over TCP and UDP, spread over the nodes.
+//! b, c (labelled `pod=<name>`), each serving 80 and 81 over TCP and UDP, spread over the nodes
+//! (ports named `<proto>-<number>`, but [`SERVE_PORT`] is TCP 80 on a and TCP 81 on b).
 //! After every change, every pod probes every pod from inside its network namespace with
 //! `kube-sandbox probe` until the whole 9 × 9 table equals the scenario's expectation twice in a
 //! row; the time that took is the convergence time reported. Each pod keeps one
@@ -43,6 +44,9 @@ use crate::{
 pub const NAMESPACES: [&str; 3] = ["x", "y", "z"];
 /// The pods in each namespace.
 pub const PODS: [&str; 3] = ["a", "b", "c"];
+/// A container port name that pods resolve differently: TCP 80 on the `a` pods, TCP 81 on the
+/// `b` pods, absent on the `c` pods (their other ports are named `<proto>-<number>`).
+pub const SERVE_PORT: &str = "serve";
 /// How long one probe waits (a dropped SYN never answers).
 pub const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 /// How long one change may take to converge before the scenario fails.
@@ -226,8 +230,31 @@ impl World {
             netpol::label_namespace(client, ns, "ns", ns).await?;
             for (i, name) in PODS.iter().enumerate() {
                 let node = nodes.get((i % 2) % nodes.len().max(1)).map(String::as_str);
-                let labels = BTreeMap::from([("pod".to_string(), name.to_string())]);
-                pods::create_pod_labelled(client, (ns, name), node, &ports, labels).await?;
+                let mut pod = pods::pod_manifest_with_ports(ns, name, node, &ports);
+                pod.metadata.labels = Some(BTreeMap::from([("pod".to_string(), name.to_string())]));
+                // One name, different numbers per pod: `serve` is TCP 80 on a, TCP 81 on b.
+                let serve = match *name {
+                    "a" => Some(80),
+                    "b" => Some(81),
+                    _ => None,
+                };
+                let container_ports = pod
+                    .spec
+                    .iter_mut()
+                    .flat_map(|s| s.containers.iter_mut())
+                    .flat_map(|c| c.ports.iter_mut().flatten());
+                for cp in container_ports {
+                    if Some(cp.container_port) == serve && cp.protocol.as_deref() == Some("TCP") {
+                        cp.name = Some(SERVE_PORT.into());
+                    }
+                }
+                Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), ns)
+                    .create(&Default::default(), &pod)
+                    .await
+                    .map_err(|source| Error::Kube {
+                        what: format!("create pod {ns}/{name}"),
+                        source,
+                    })?;
                 keys.push((ns.to_string(), name.to_string()));
             }
         }

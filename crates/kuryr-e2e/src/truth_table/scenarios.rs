@@ -387,6 +387,37 @@ pub fn all(peers: &[Peer]) -> Vec<Scenario> {
             )],
         ),
         scenario(
+            "named port resolved per pod",
+            vec![
+                step(
+                    "pods of x admit `serve` (TCP 80 on a, 81 on b, none on c; upstream opened both on a and b)",
+                    vec![apply(
+                        "x",
+                        "serve",
+                        json!({"podSelector": {}, "policyTypes": ["Ingress"],
+                            "ingress": [{"ports": [{"port": super::SERVE_PORT}]}]}),
+                    )],
+                    vec![
+                        Check::new(TCP, 80, |_, t| t.ns != "x" || t.name == "a"),
+                        Check::new(TCP, 81, |_, t| t.ns != "x" || t.name == "b"),
+                    ],
+                ),
+                step(
+                    "narrowed to x/a (one resolution: no per-pod group left)",
+                    vec![apply(
+                        "x",
+                        "serve",
+                        json!({"podSelector": pod_a(), "policyTypes": ["Ingress"],
+                            "ingress": [{"ports": [{"port": super::SERVE_PORT}]}]}),
+                    )],
+                    vec![
+                        Check::new(TCP, 80, |_, _| true),
+                        Check::new(TCP, 81, |_, t| !is_xa(t)),
+                    ],
+                ),
+            ],
+        ),
+        scenario(
             "endPort",
             vec![
                 step(

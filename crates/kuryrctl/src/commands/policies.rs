@@ -30,6 +30,9 @@ pub struct PolicyRow {
     pub policy: String,
     /// Its security group (`status.securityGroupId`).
     pub security_group: Option<String>,
+    /// The groups of its port variants (`status.portVariantGroups`: named ingress ports some
+    /// selected pods resolve differently).
+    pub port_variant_groups: Vec<String>,
     /// Rules the spec asks for (the ones one group holds).
     pub rules_wanted: Option<usize>,
     /// Rules the status records as applied.
@@ -78,7 +81,10 @@ impl Row for PolicyRow {
         }
         vec![
             self.policy.clone(),
-            dash(self.security_group.as_deref()),
+            match (&self.security_group, self.port_variant_groups.len()) {
+                (Some(g), n) if n > 0 => format!("{g} (+{n} port variants)"),
+                (g, _) => dash(g.as_deref()),
+            },
             rules,
             count(self.rules_in_neutron),
             self.pods.len().to_string(),
@@ -105,8 +111,8 @@ pub fn rows_of(knps: &[KuryrNetworkPolicy], pods: &[Pod]) -> Vec<PolicyRow> {
         .map(|k| {
             let ns = k.namespace().unwrap_or_default();
             let st = k.status.clone().unwrap_or_default();
-            // Rules for particular pods (`affectedPods`: named ports resolved per pod) are not
-            // in the policy's own group.
+            // Rules for particular pods (`affectedPods`: named ports resolved per pod) are in
+            // the port variants' groups, not in the policy's own.
             let wanted = k
                 .spec
                 .ingress_sg_rules
@@ -135,6 +141,11 @@ pub fn rows_of(knps: &[KuryrNetworkPolicy], pods: &[Pod]) -> Vec<PolicyRow> {
             PolicyRow {
                 policy: format!("{ns}/{}", k.name_any()),
                 security_group: st.security_group_id.clone(),
+                port_variant_groups: st
+                    .port_variant_groups
+                    .iter()
+                    .map(|v| v.security_group_id.clone())
+                    .collect(),
                 rules_wanted: Some(wanted),
                 rules_applied: Some(st.security_group_rules.len()),
                 rules_in_neutron: None,
@@ -168,7 +179,11 @@ pub fn with_neutron(
             r.state = "rules differ".into();
         }
     }
-    let owned: BTreeSet<&str> = rows.iter().filter_map(|r| r.security_group.as_deref()).collect();
+    let owned: BTreeSet<&str> = rows
+        .iter()
+        .flat_map(|r| r.security_group.iter().chain(&r.port_variant_groups))
+        .map(String::as_str)
+        .collect();
     let mut extra: Vec<PolicyRow> = tagged
         .iter()
         .filter(|(id, _)| !owned.contains(id.as_str()))
@@ -178,6 +193,7 @@ pub fn with_neutron(
             PolicyRow {
                 policy: name.clone(),
                 security_group: Some(id.clone()),
+                port_variant_groups: Vec::new(),
                 rules_wanted: None,
                 rules_applied: None,
                 rules_in_neutron: Some(rule_counts.get(id).copied().unwrap_or(0)),
@@ -291,6 +307,10 @@ mod tests {
             security_group_id: Some("sg1".into()),
             security_group_rules: vec![k::SecurityGroupRule::default(); applied],
             pod_selector: None,
+            port_variant_groups: vec![k::PortVariantGroup {
+                key: "0123456789ab".into(),
+                security_group_id: "sg1-v".into(),
+            }],
         });
         p
     }
@@ -303,6 +323,7 @@ mod tests {
         assert_eq!(r.pods, ["x/w1"], "its namespace only, by its selector");
         assert_eq!(r.state, "ok");
         assert_eq!(r.cells()[2], "2");
+        assert_eq!(r.cells()[1], "sg1 (+1 port variants)");
         let r = &rows_of(&[knp(1)], &pods)[0];
         assert_eq!((r.state.as_str(), r.cells()[2].as_str()), ("pending", "1/2"));
     }
@@ -312,6 +333,10 @@ mod tests {
         let rows = rows_of(&[knp(2)], &[]);
         let tagged = vec![
             ("sg1".to_string(), "sg/x-web".to_string()),
+            (
+                "sg1-v".to_string(),
+                "sg/x-web/port-variant-0123456789ab".to_string(),
+            ),
             ("o1".to_string(), kuryr_netpol::OPEN_INGRESS_GROUP.to_string()),
             ("z9".to_string(), "sg/gone-policy".to_string()),
         ];

@@ -1,11 +1,15 @@
 //! The KuryrNetworkPolicy handler's decisions (pure): the policy's group exists, holds exactly
-//! the spec's rules (a diff: missing rules created in one bulk request, extra ones deleted), and
-//! the status says so; on deletion the group is released and both finalizers go.
+//! the spec's rules for every selected pod (a diff: missing rules created in one bulk request,
+//! extra ones deleted), each port variant ([`super::variants`]) has a group holding exactly its
+//! rules, and the status says so; groups of variants no longer wanted are deleted once the
+//! status no longer offers them; on deletion every group is released and both finalizers go.
 
 use std::collections::BTreeSet;
 
 use kuryr_openstack::{SecurityGroupRule, SecurityGroupRuleCreate};
-use kuryr_types::{KuryrNetworkPolicySpec, SecurityGroupRule as StatusRule, SgRuleSpec};
+use kuryr_types::{KuryrNetworkPolicySpec, PortVariantGroup, SecurityGroupRule as StatusRule, SgRuleSpec};
+
+use super::variants;
 
 use crate::handlers::scaffold::{Plan, Then};
 
@@ -34,6 +38,22 @@ impl RuleKey {
             remote_ip_prefix: s.remote_ip_prefix.clone(),
             remote_group_id: None,
         }
+    }
+
+    /// One line naming every field (what a port variant's key is computed over).
+    pub fn canonical(&self) -> String {
+        let o = |v: &Option<String>| v.clone().unwrap_or_default();
+        let n = |v: Option<i64>| v.map(|p| p.to_string()).unwrap_or_default();
+        format!(
+            "{}|{}|{}|{}|{}|{}|{}",
+            self.direction,
+            self.ethertype,
+            o(&self.protocol),
+            n(self.port_range_min),
+            n(self.port_range_max),
+            o(&self.remote_ip_prefix),
+            o(&self.remote_group_id)
+        )
     }
 
     /// The key of a Neutron rule.
@@ -82,6 +102,21 @@ pub struct KnpObserved {
     pub rules: Vec<SecurityGroupRule>,
     /// The NetworkPolicy still exists (its finalizer is ours to remove).
     pub policy_exists: bool,
+    /// `status.portVariantGroups` as recorded.
+    pub recorded_variants: Vec<PortVariantGroup>,
+    /// The groups of the spec's variants, by key (those not found in Neutron absent).
+    pub variant_groups: std::collections::BTreeMap<String, VariantGroupSeen>,
+    /// Recorded variant groups that still exist but whose variant the spec no longer has.
+    pub stale_variant_groups: Vec<String>,
+}
+
+/// A port variant's group in Neutron.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VariantGroupSeen {
+    /// Group ID.
+    pub id: String,
+    /// Its rules.
+    pub rules: Vec<SecurityGroupRule>,
 }
 
 /// One thing to do.
@@ -91,6 +126,8 @@ pub enum Step {
     AddFinalizer,
     /// Create the group.
     CreateGroup,
+    /// Create the group of the port variant with this key.
+    CreateVariantGroup(String),
     /// Create these rules (one bulk request per 100).
     CreateRules(Vec<SecurityGroupRuleCreate>),
     /// Delete these rules.
@@ -99,13 +136,16 @@ pub enum Step {
     WriteStatus,
     /// Take the group off pooled ports and delete it.
     ReleaseGroup(String),
+    /// Take a no longer wanted variant's group off pooled ports and delete it (Neutron refuses
+    /// while a pod still has it: retried until the `pod_label` handler moved them).
+    ReleaseVariantGroup(String),
     /// Remove the NetworkPolicy's and then the KuryrNetworkPolicy's finalizer.
     RemoveFinalizers,
 }
 
-/// The rules the group must hold: every spec rule except those resolved for some pods only
-/// (`affectedPods`, named ingress ports that differ between the selected pods), which need a
-/// group per resolution — not made yet: such pods do not get those ports opened.
+/// The rules the policy's group must hold: every spec rule except those resolved for some pods
+/// only (`affectedPods`, named ingress ports that differ between the selected pods), which go to
+/// the groups of the port variants.
 pub fn wanted(spec: &KuryrNetworkPolicySpec) -> BTreeSet<RuleKey> {
     spec.ingress_sg_rules
         .iter()
@@ -115,17 +155,14 @@ pub fn wanted(spec: &KuryrNetworkPolicySpec) -> BTreeSet<RuleKey> {
         .collect()
 }
 
-/// The create bodies of the `missing` rules of group `sg`.
-fn creates(
-    spec: &KuryrNetworkPolicySpec,
+/// The create bodies of the `missing` rules among `rules`, in group `sg`.
+fn creates<'a>(
+    rules: impl Iterator<Item = &'a SgRuleSpec>,
     sg: &str,
     missing: &BTreeSet<RuleKey>,
 ) -> Vec<SecurityGroupRuleCreate> {
     let mut seen = BTreeSet::new();
-    spec.ingress_sg_rules
-        .iter()
-        .chain(&spec.egress_sg_rules)
-        .filter(|r| r.affected_pods.is_none())
+    rules
         .filter(|r| {
             let k = RuleKey::of_spec(r);
             missing.contains(&k) && seen.insert(k)
@@ -144,6 +181,58 @@ fn creates(
             }
         })
         .collect()
+}
+
+/// The steps that make group `sg`, holding `have`, hold exactly `want` (from `rules`): missing
+/// ones created in one step, extra ones (and duplicates of wanted ones) deleted in one.
+fn diff<'a>(
+    rules: impl Iterator<Item = &'a SgRuleSpec>,
+    want: &BTreeSet<RuleKey>,
+    sg: &str,
+    have: &[SecurityGroupRule],
+) -> Vec<Step> {
+    let have_set: BTreeSet<RuleKey> = have.iter().map(RuleKey::of_neutron).collect();
+    let missing: BTreeSet<RuleKey> = want.iter().filter(|k| !have_set.contains(k)).cloned().collect();
+    let mut kept = BTreeSet::new();
+    let extra: Vec<String> = have
+        .iter()
+        .filter(|r| {
+            let k = RuleKey::of_neutron(r);
+            // A duplicate of a wanted rule (another writer's) goes too.
+            !(want.contains(&k) && kept.insert(k))
+        })
+        .map(|r| r.id.clone())
+        .collect();
+    let mut steps = Vec::new();
+    if !missing.is_empty() {
+        steps.push(Step::CreateRules(creates(rules, sg, &missing)));
+    }
+    if !extra.is_empty() {
+        steps.push(Step::DeleteRules(extra));
+    }
+    steps
+}
+
+/// `status.portVariantGroups` as it should read: the spec's variants' groups, then the stale
+/// ones still to delete (sorted by key, then ID).
+pub fn status_variants(o: &KnpObserved) -> Vec<PortVariantGroup> {
+    let mut out: Vec<PortVariantGroup> = o
+        .variant_groups
+        .iter()
+        .map(|(key, g)| PortVariantGroup {
+            key: key.clone(),
+            security_group_id: g.id.clone(),
+        })
+        .collect();
+    out.extend(
+        o.recorded_variants
+            .iter()
+            .filter(|r| o.stale_variant_groups.contains(&r.security_group_id))
+            .cloned(),
+    );
+    out.sort_by(|a, b| (&a.key, &a.security_group_id).cmp(&(&b.key, &b.security_group_id)));
+    out.dedup();
+    out
 }
 
 /// `status.securityGroupRules` for Neutron's `rules`.
@@ -169,7 +258,13 @@ pub fn status_rules(rules: &[SecurityGroupRule]) -> Vec<StatusRule> {
 /// The plan.
 pub fn plan(o: &KnpObserved) -> Plan<Step> {
     if o.deleting {
-        let mut steps = Vec::new();
+        let mut steps: Vec<Step> = o
+            .variant_groups
+            .values()
+            .map(|g| g.id.clone())
+            .chain(o.stale_variant_groups.iter().cloned())
+            .map(Step::ReleaseVariantGroup)
+            .collect();
         if let Some(g) = &o.group {
             steps.push(Step::ReleaseGroup(g.clone()));
         }
@@ -192,39 +287,44 @@ pub fn plan(o: &KnpObserved) -> Plan<Step> {
             Then::AwaitChange,
         );
     };
-    let want = wanted(&o.spec);
-    let have: Vec<RuleKey> = o.rules.iter().map(RuleKey::of_neutron).collect();
-    let have_set: BTreeSet<&RuleKey> = have.iter().collect();
-    let missing: BTreeSet<RuleKey> = want.iter().filter(|k| !have_set.contains(k)).cloned().collect();
-    let mut kept = BTreeSet::new();
-    let extra: Vec<String> = o
-        .rules
-        .iter()
-        .filter(|r| {
-            let k = RuleKey::of_neutron(r);
-            // A duplicate of a wanted rule (another writer's) goes too.
-            !(want.contains(&k) && kept.insert(k))
-        })
-        .map(|r| r.id.clone())
-        .collect();
-    let mut steps = Vec::new();
-    if !missing.is_empty() {
-        steps.push(Step::CreateRules(creates(&o.spec, group, &missing)));
-    }
-    if !extra.is_empty() {
-        steps.push(Step::DeleteRules(extra));
-    }
+    let main_rules = || {
+        o.spec
+            .ingress_sg_rules
+            .iter()
+            .chain(&o.spec.egress_sg_rules)
+            .filter(|r| r.affected_pods.is_none())
+    };
+    let steps = diff(main_rules(), &wanted(&o.spec), group, &o.rules);
     if !steps.is_empty() {
         return Plan::steps("rules differ from the spec", steps, Then::Periodic);
     }
+    let mut steps = Vec::new();
+    for (key, v) in variants::variants(&o.spec) {
+        match o.variant_groups.get(&key) {
+            None => steps.push(Step::CreateVariantGroup(key)),
+            Some(g) => steps.extend(diff(v.rules.iter(), &v.keys(), &g.id, &g.rules)),
+        }
+    }
+    if !steps.is_empty() {
+        return Plan::steps("port variant groups differ from the spec", steps, Then::Periodic);
+    }
     let recorded_ok = o.recorded_group.as_deref() == Some(group.as_str())
         && o.recorded_rules == status_rules(&o.rules)
-        && o.recorded_selector_current;
-    if recorded_ok {
-        Plan::nothing("security group matches the spec", Then::Periodic)
-    } else {
-        Plan::steps("status behind Neutron", vec![Step::WriteStatus], Then::Periodic)
+        && o.recorded_selector_current
+        && o.recorded_variants == status_variants(o);
+    if !recorded_ok {
+        return Plan::steps("status behind Neutron", vec![Step::WriteStatus], Then::Periodic);
     }
+    // Only once the status no longer offers them to pods (above) are stale groups deleted.
+    if !o.stale_variant_groups.is_empty() {
+        let steps = o
+            .stale_variant_groups
+            .iter()
+            .map(|g| Step::ReleaseVariantGroup(g.clone()))
+            .collect();
+        return Plan::steps("port variant groups no longer wanted", steps, Then::Periodic);
+    }
+    Plan::nothing("security group matches the spec", Then::Periodic)
 }
 
 #[cfg(test)]
@@ -280,7 +380,101 @@ mod tests {
             group: Some("sg".into()),
             rules,
             policy_exists: true,
+            recorded_variants: vec![],
+            variant_groups: Default::default(),
+            stale_variant_groups: vec![],
         }
+    }
+
+    fn for_pod(mut r: SgRuleSpec, ip: &str) -> SgRuleSpec {
+        r.affected_pods = Some(vec![AffectedPod {
+            pod_ip: ip.into(),
+            pod_namespace: "x".into(),
+        }]);
+        r
+    }
+
+    #[test]
+    fn a_port_variant_gets_its_group_its_rules_then_the_status() {
+        let main = neutron_rule("r1", "ingress", "10.0.0.1/32", Some(22));
+        let mut o = observed(
+            vec![
+                spec_rule("ingress", "10.0.0.1/32", Some(22)),
+                for_pod(spec_rule("ingress", "0.0.0.0/0", Some(8080)), "10.0.0.5"),
+            ],
+            vec![main],
+        );
+        let key = variants::key_for_pod(&o.spec, "x", "10.0.0.5").unwrap();
+        assert_eq!(plan(&o).steps, vec![Step::CreateVariantGroup(key.clone())]);
+        o.variant_groups.insert(
+            key.clone(),
+            VariantGroupSeen {
+                id: "sg-v".into(),
+                rules: vec![],
+            },
+        );
+        let p = plan(&o);
+        let [Step::CreateRules(c)] = p.steps.as_slice() else {
+            panic!("{:?}", p.steps)
+        };
+        assert_eq!(c.len(), 1);
+        assert_eq!(
+            (c[0].security_group_id.as_str(), c[0].port_range_min),
+            ("sg-v", Some(8080))
+        );
+        let mut v_rule = neutron_rule("r2", "ingress", "0.0.0.0/0", Some(8080));
+        v_rule.security_group_id = "sg-v".into();
+        o.variant_groups.get_mut(&key).unwrap().rules = vec![v_rule];
+        assert_eq!(plan(&o).steps, vec![Step::WriteStatus]);
+        o.recorded_variants = status_variants(&o);
+        assert_eq!(
+            o.recorded_variants,
+            vec![PortVariantGroup {
+                key,
+                security_group_id: "sg-v".into()
+            }]
+        );
+        assert!(plan(&o).steps.is_empty());
+    }
+
+    #[test]
+    fn a_variant_no_longer_wanted_leaves_the_status_before_its_group_goes() {
+        let mut o = observed(vec![], vec![]);
+        let old = PortVariantGroup {
+            key: "0123456789ab".into(),
+            security_group_id: "sg-old".into(),
+        };
+        o.recorded_variants = vec![old.clone()];
+        o.stale_variant_groups = vec!["sg-old".into()];
+        // Still recorded (it exists): nothing to write; the group goes.
+        assert_eq!(status_variants(&o), vec![old]);
+        assert_eq!(plan(&o).steps, vec![Step::ReleaseVariantGroup("sg-old".into())]);
+        // Gone: the status forgets it.
+        o.stale_variant_groups.clear();
+        assert_eq!(plan(&o).steps, vec![Step::WriteStatus]);
+    }
+
+    #[test]
+    fn deletion_releases_the_variant_groups_too() {
+        let mut o = observed(vec![], vec![]);
+        o.deleting = true;
+        o.variant_groups.insert(
+            "k".into(),
+            VariantGroupSeen {
+                id: "sg-v".into(),
+                rules: vec![],
+            },
+        );
+        o.stale_variant_groups = vec!["sg-old".into()];
+        assert_eq!(
+            plan(&o).steps,
+            vec![
+                Step::ReleaseVariantGroup("sg-v".into()),
+                Step::ReleaseVariantGroup("sg-old".into()),
+                Step::ReleaseGroup("sg".into()),
+                Step::RemoveFinalizers
+            ]
+        );
     }
 
     #[test]
