@@ -147,8 +147,9 @@ pub fn http_status_for(code: ErrorCode) -> u16 {
 }
 
 /// Interprets a daemon response. Success statuses: ADD 202 (200/201 tolerated), others 2xx.
-/// An error body `{code, msg, details}` is passed through; any other error body becomes code 999
-/// with the HTTP status and an excerpt of the body in `details`.
+/// An error body `{code, msg, details}` is passed through (an empty `msg` replaced by one naming
+/// the status, code 0 by 999); any other error body becomes code 999 with the HTTP status and an
+/// excerpt of the body in `details`.
 pub fn interpret_response(verb: Verb, status: u16, body: &[u8]) -> DaemonOutcome {
     let success = match verb {
         Verb::Add => matches!(status, 200..=202),
@@ -170,8 +171,24 @@ pub fn interpret_response(verb: Verb, status: u16, body: &[u8]) -> DaemonOutcome
         return DaemonOutcome::NotImplemented;
     }
     if let Ok(err) = serde_json::from_slice::<CniError>(body) {
+        // The runtime shows `msg`: never relay an empty one, nor "success" (0) as an error.
+        let msg = if err.msg.trim().is_empty() {
+            format!(
+                "kuryr-daemon answered HTTP {status} to {} without a message",
+                verb.as_str()
+            )
+        } else {
+            err.msg
+        };
+        let code = if err.code.code() == 0 {
+            ErrorCode::DaemonInternal
+        } else {
+            err.code
+        };
         return DaemonOutcome::Err(CniError {
             cni_version: None,
+            code,
+            msg,
             ..err
         });
     }
@@ -217,6 +234,22 @@ mod tests {
                 "config_kuryr"
             ]
         );
+    }
+
+    #[test]
+    fn an_error_without_words_or_with_code_zero_still_says_what_happened() {
+        let DaemonOutcome::Err(e) =
+            interpret_response(Verb::Add, 504, br#"{"code":11,"msg":"","details":"d"}"#)
+        else {
+            panic!("not an error")
+        };
+        assert_eq!(e.code, ErrorCode::TryAgainLater);
+        assert_eq!(e.msg, "kuryr-daemon answered HTTP 504 to ADD without a message");
+        assert_eq!(e.details, "d");
+        let DaemonOutcome::Err(e) = interpret_response(Verb::Del, 500, br#"{"code":0,"msg":"m"}"#) else {
+            panic!("not an error")
+        };
+        assert_eq!((e.code, e.msg.as_str()), (ErrorCode::DaemonInternal, "m"));
     }
 
     #[test]

@@ -245,3 +245,49 @@ mod tests {
         assert_eq!(e.code, ErrorCode::InvalidEnvironment);
     }
 }
+
+/// The fuzz target `cni_env` (crate `kuryr-fuzz`): the CNI_* variables as a runtime (or anyone
+/// running the plugin) sets them, non-UTF-8 bytes included.
+#[cfg(test)]
+mod fuzz {
+    use std::{collections::HashMap, ffi::OsString, os::unix::ffi::OsStringExt};
+
+    use super::*;
+
+    #[test]
+    fn cni_env() {
+        let r = kuryr_fuzz::run("cni_env", vec![], |b| {
+            let vars: HashMap<String, OsString> = b
+                .split(|c| *c == b'\n')
+                .filter_map(|line| {
+                    let at = line.iter().position(|c| *c == b'=')?;
+                    let key = String::from_utf8_lossy(&line[..at]).into_owned();
+                    Some((key, OsString::from_vec(line[at + 1..].to_vec())))
+                })
+                .collect();
+            let env = match CniEnv::read(|k| vars.get(k).cloned()) {
+                Ok(e) => e,
+                Err(e) => {
+                    assert_eq!(e.code, ErrorCode::InvalidEnvironment, "{e:?}");
+                    assert!(!e.msg.is_empty());
+                    return false;
+                }
+            };
+            let verb = match env.verb() {
+                Ok(v) => v,
+                Err(e) => {
+                    assert!(!e.msg.is_empty());
+                    return false;
+                }
+            };
+            match env.validate(verb) {
+                Ok(_) => true,
+                Err(e) => {
+                    assert!(!e.msg.is_empty() && e.code.code() != 0, "{e:?}");
+                    false
+                }
+            }
+        });
+        assert!(r.accepted > 0, "{r:?}");
+    }
+}
