@@ -15,6 +15,11 @@ pub struct App {
     pub registry: Registry,
     /// Required bearer token, if any.
     pub token: Option<String>,
+    /// ServiceAccount tokens minted by TokenRequests.
+    pub tokens: crate::auth::Tokens,
+    /// The CA certificate clients verify us with (HTTPS mode), published in every namespace's
+    /// `kube-root-ca.crt` ConfigMap.
+    pub ca_pem: Option<String>,
     /// Wakes the lifecycle task (GC, namespace and CRD cleanup) after deletes.
     pub lifecycle: Notify,
     /// Interval of periodic watch bookmarks.

@@ -1,5 +1,10 @@
-//! Per-kind defaulting and validation of built-in resources (pods, services, namespaces, secrets),
-//! and the ClusterIP/NodePort allocations services hold.
+//! Per-kind defaulting and validation of built-in resources (pods, services, namespaces, secrets;
+//! workloads in [`workloads`], RBAC objects in [`rbac`]), and the ClusterIP/NodePort allocations
+//! services hold.
+
+mod gofmt;
+pub mod rbac;
+pub mod workloads;
 
 use std::collections::BTreeSet;
 
@@ -78,6 +83,25 @@ pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, allocs: &mut Allocs)
             secret_defaults(obj);
             Ok(())
         }
+        ("policy", "poddisruptionbudgets") => {
+            workloads::pdb_create(obj);
+            Ok(())
+        }
+        _ => prepare_common(info, obj, None),
+    }
+}
+
+/// Defaulting and validation that creates and updates share (workloads, RBAC).
+fn prepare_common(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>) -> Result<(), Vec<Cause>> {
+    use workloads::Kind;
+    match (info.group.as_str(), info.plural.as_str()) {
+        ("apps", "deployments") => workloads::prepare(Kind::Deployment, obj, old),
+        ("apps", "replicasets") => workloads::prepare(Kind::ReplicaSet, obj, old),
+        ("apps", "daemonsets") => workloads::prepare(Kind::DaemonSet, obj, old),
+        ("rbac.authorization.k8s.io", "roles") => rbac::role(obj, true),
+        ("rbac.authorization.k8s.io", "clusterroles") => rbac::role(obj, false),
+        ("rbac.authorization.k8s.io", "rolebindings") => rbac::binding(obj, old, true),
+        ("rbac.authorization.k8s.io", "clusterrolebindings") => rbac::binding(obj, old, false),
         _ => Ok(()),
     }
 }
@@ -104,7 +128,7 @@ pub fn prepare_update(
             secret_defaults(new);
             Ok(())
         }
-        _ => Ok(()),
+        _ => prepare_common(info, new, Some(old)),
     }
 }
 
@@ -138,8 +162,7 @@ fn secret_defaults(obj: &mut Value) {
     }
 }
 
-fn container_defaults(c: &mut Value, idx: usize, field: &str, errs: &mut Vec<Cause>) {
-    let path = format!("spec.{field}[{idx}]");
+fn container_defaults(c: &mut Value, path: &str, errs: &mut Vec<Cause>) {
     match c.get("name").and_then(Value::as_str) {
         None | Some("") => errs.push(Cause::new(format!("{path}.name"), "Required value")),
         Some(n) => {
@@ -172,31 +195,45 @@ fn container_defaults(c: &mut Value, idx: usize, field: &str, errs: &mut Vec<Cau
     }
 }
 
-fn pod_create(obj: &mut Value) -> Result<(), Vec<Cause>> {
+/// Defaults and validates a PodSpec the way pods and pod templates share (`SetDefaults_PodSpec`
+/// and the container defaults of the real server; the pod-only defaults — service links, service
+/// account, priority — are in [`pod_create`]). `path` locates the spec in error fields
+/// (`spec`, `spec.template.spec`).
+pub(crate) fn pod_spec_defaults(spec: &mut Value, path: &str) -> Vec<Cause> {
     let mut errs = Vec::new();
-    let spec = spec_mut(obj);
     match spec.get_mut("containers").and_then(Value::as_array_mut) {
         Some(cs) if !cs.is_empty() => {
             for (i, c) in cs.iter_mut().enumerate() {
-                container_defaults(c, i, "containers", &mut errs);
+                container_defaults(c, &format!("{path}.containers[{i}]"), &mut errs);
             }
         }
-        _ => errs.push(Cause::new("spec.containers", "Required value")),
+        _ => errs.push(Cause::new(format!("{path}.containers"), "Required value")),
     }
     if let Some(cs) = spec.get_mut("initContainers").and_then(Value::as_array_mut) {
         for (i, c) in cs.iter_mut().enumerate() {
-            container_defaults(c, i, "initContainers", &mut errs);
+            container_defaults(c, &format!("{path}.initContainers[{i}]"), &mut errs);
         }
     }
     if !errs.is_empty() {
-        return Err(errs);
+        return errs;
     }
     set_default(spec, "restartPolicy", json!("Always"));
     set_default(spec, "terminationGracePeriodSeconds", json!(30));
     set_default(spec, "dnsPolicy", json!("ClusterFirst"));
     set_default(spec, "schedulerName", json!("default-scheduler"));
-    set_default(spec, "enableServiceLinks", json!(true));
     set_default(spec, "securityContext", json!({}));
+    errs
+}
+
+fn pod_create(obj: &mut Value) -> Result<(), Vec<Cause>> {
+    let spec = spec_mut(obj);
+    let errs = pod_spec_defaults(spec, "spec");
+    if !errs.is_empty() {
+        return Err(errs);
+    }
+    // What only pods get: SetDefaults_Pod (service links) and the admission plugins
+    // (ServiceAccount, Priority); pod templates keep these unset, as on the real server.
+    set_default(spec, "enableServiceLinks", json!(true));
     set_default(spec, "serviceAccountName", json!("default"));
     let sa = spec["serviceAccountName"].clone();
     set_default(spec, "serviceAccount", sa);

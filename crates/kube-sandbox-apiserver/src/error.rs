@@ -114,6 +114,16 @@ impl ApiError {
     pub fn forbidden(message: impl Into<String>) -> Self {
         Self::new(403, "Forbidden", message)
     }
+    /// 404 NotFound with a message of the caller's.
+    pub fn not_found_message(message: String) -> Self {
+        Self::new(404, "NotFound", message)
+    }
+    /// 403 Forbidden with `details` (RBAC denials).
+    pub fn forbidden_with(message: String, details: Value) -> Self {
+        let mut e = Self::new(403, "Forbidden", message);
+        e.details = Some(details);
+        e
+    }
     /// 404 for a path that names no resource.
     pub fn not_found_path() -> Self {
         Self::new(

@@ -4,7 +4,9 @@
 //! Pure building blocks (selectors, patches, CRD schemas, tables, ClusterIPs, certificates) live in
 //! `kube-sandbox-machinery`; this crate owns the store, the HTTP front and the lifecycle rules.
 
+pub mod admission;
 pub mod app;
+pub mod auth;
 pub mod crd;
 pub mod defaults;
 pub mod discovery;
@@ -15,6 +17,7 @@ pub mod lifecycle;
 pub mod meta;
 pub mod openapi;
 pub mod protobuf;
+pub mod rbac;
 pub mod registry;
 pub mod serve;
 pub mod store;
@@ -170,6 +173,8 @@ pub async fn start(config: Config) -> Result<RunningServer, Error> {
         store: Store::new(config.watch_history, defaults::Allocs::new(config.service_cidr)),
         registry: registry::Registry::new(),
         token: config.token.clone(),
+        tokens: Default::default(),
+        ca_pem: ca_pem.clone(),
         lifecycle: tokio::sync::Notify::new(),
         bookmark_interval: config.bookmark_interval,
         server_address: server_address.to_string(),

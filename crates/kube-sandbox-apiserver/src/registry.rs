@@ -345,6 +345,112 @@ const BUILTINS: &[Builtin] = &[
         &[]
     ),
     b!(
+        "apps",
+        "deployments",
+        "deployment",
+        "Deployment",
+        true,
+        &["deploy"],
+        true,
+        true,
+        false,
+        false,
+        &[]
+    ),
+    b!(
+        "apps",
+        "replicasets",
+        "replicaset",
+        "ReplicaSet",
+        true,
+        &["rs"],
+        true,
+        true,
+        false,
+        false,
+        &["status.replicas"]
+    ),
+    b!(
+        "apps",
+        "daemonsets",
+        "daemonset",
+        "DaemonSet",
+        true,
+        &["ds"],
+        true,
+        true,
+        false,
+        false,
+        &[]
+    ),
+    b!(
+        "policy",
+        "poddisruptionbudgets",
+        "poddisruptionbudget",
+        "PodDisruptionBudget",
+        true,
+        &["pdb"],
+        true,
+        true,
+        false,
+        false,
+        &[]
+    ),
+    // RBAC objects are stored and served, never enforced (there is no authorizer). Their
+    // strategies allow create-on-update, as the real ones do (for reconcilers).
+    b!(
+        "rbac.authorization.k8s.io",
+        "roles",
+        "role",
+        "Role",
+        true,
+        &[],
+        false,
+        false,
+        true,
+        false,
+        &[]
+    ),
+    b!(
+        "rbac.authorization.k8s.io",
+        "rolebindings",
+        "rolebinding",
+        "RoleBinding",
+        true,
+        &[],
+        false,
+        false,
+        true,
+        false,
+        &[]
+    ),
+    b!(
+        "rbac.authorization.k8s.io",
+        "clusterroles",
+        "clusterrole",
+        "ClusterRole",
+        false,
+        &[],
+        false,
+        false,
+        true,
+        false,
+        &[]
+    ),
+    b!(
+        "rbac.authorization.k8s.io",
+        "clusterrolebindings",
+        "clusterrolebinding",
+        "ClusterRoleBinding",
+        false,
+        &[],
+        false,
+        false,
+        true,
+        false,
+        &[]
+    ),
+    b!(
         "apiextensions.k8s.io",
         "customresourcedefinitions",
         "customresourcedefinition",
@@ -358,6 +464,14 @@ const BUILTINS: &[Builtin] = &[
         &[]
     ),
 ];
+
+/// The built-in members of the `all` category (`kubectl get all`), as on the real server.
+fn in_category_all(group: &str, plural: &str) -> bool {
+    matches!(
+        (group, plural),
+        ("", "pods" | "services") | ("apps", "deployments" | "replicasets" | "daemonsets")
+    )
+}
 
 /// Built-in and custom resources.
 #[derive(Debug)]
@@ -387,7 +501,7 @@ impl Registry {
                     kind: b.kind.into(),
                     namespaced: b.namespaced,
                     short_names: b.short.iter().map(|s| s.to_string()).collect(),
-                    categories: if matches!(b.plural, "pods" | "services") {
+                    categories: if in_category_all(b.group, b.plural) {
                         vec!["all".into()]
                     } else {
                         vec![]
@@ -507,6 +621,46 @@ mod tests {
         assert!(r.groups().iter().any(|(g, _)| g == "openstack.org"));
         r.unregister(&("openstack.org".into(), "kuryrports".into()));
         assert!(r.lookup("openstack.org", "v1", "kuryrports").is_none());
+    }
+
+    #[test]
+    fn workload_policy_and_rbac_builtins() {
+        let r = Registry::new();
+        let get = |g: &str, p: &str| r.lookup(g, "v1", p).expect(p);
+        for (p, short) in [
+            ("deployments", "deploy"),
+            ("replicasets", "rs"),
+            ("daemonsets", "ds"),
+        ] {
+            let i = get("apps", p);
+            assert!(i.namespaced && i.status_subresource && i.generation, "{p}");
+            assert_eq!(i.short_names, [short]);
+            assert_eq!(i.categories, ["all"]);
+            assert_eq!(i.api_version("v1"), "apps/v1");
+            assert!(r.lookup("apps", "v1beta2", p).is_none());
+        }
+        assert!(get("apps", "replicasets").supports_field("status.replicas"));
+        let pdb = get("policy", "poddisruptionbudgets");
+        assert!(pdb.status_subresource && pdb.generation);
+        assert_eq!(pdb.short_names, ["pdb"]);
+        assert!(pdb.categories.is_empty());
+        for (p, ns) in [
+            ("roles", true),
+            ("rolebindings", true),
+            ("clusterroles", false),
+            ("clusterrolebindings", false),
+        ] {
+            let i = get("rbac.authorization.k8s.io", p);
+            assert_eq!(i.namespaced, ns, "{p}");
+            assert!(
+                !i.status_subresource && !i.generation && i.create_on_update,
+                "{p}"
+            );
+        }
+        let groups: Vec<String> = r.groups().into_iter().map(|(g, _)| g).collect();
+        for g in ["apps", "policy", "rbac.authorization.k8s.io"] {
+            assert!(groups.iter().any(|x| x == g), "{g} in {groups:?}");
+        }
     }
 
     #[test]

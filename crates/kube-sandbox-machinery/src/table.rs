@@ -4,6 +4,8 @@
 //! - built-in printers for pods, namespaces, services, nodes, endpoints, configmaps, secrets,
 //!   serviceaccounts, events, leases, endpointslices and networkpolicies (computed cells such as a
 //!   pod's `READY 1/1` and `STATUS Terminating` are marked by a `json_path` starting with `@`);
+//!   deployments, replicasets, daemonsets, poddisruptionbudgets and (cluster)rolebindings in
+//!   `workloads` (roles use the generic pair, as their real printer does);
 //! - custom resources: `Name`, then the version's `additionalPrinterColumns` (or `Age` when it
 //!   declares none), with `date` cells rendered as ages;
 //! - anything else: the generic `Name` + `Created At` (RFC 3339) pair.
@@ -14,6 +16,7 @@
 
 mod cells;
 mod columns;
+mod workloads;
 
 use cells::cell;
 pub use cells::{eval_json_path, human_duration};

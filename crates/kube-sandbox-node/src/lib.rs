@@ -1,15 +1,17 @@
 //! Emulated node side of kube-sandbox: [`node`] (kubelet + container runtime driving a real CNI
-//! plugin on real network namespaces) and [`controllers`] (scheduler and endpoints controller).
+//! plugin on real network namespaces) and [`controllers`] (scheduler, endpoints, ReplicaSet,
+//! Deployment and DaemonSet controllers, pod garbage collector).
 //! Both talk to the API server only through the Kubernetes API, like their real counterparts.
 //!
 //! Entry points: [`node::run`] / [`node::run_node`] (one node), [`controllers::run`] /
-//! [`controllers::run_with_client`] (scheduler + endpoints controller). The CRI-runtime side of
+//! [`controllers::run_with_client`] (every control-plane loop). The CRI-runtime side of
 //! CNI (config selection, plugin protocol, results) is in [`cni`]; network namespaces and
 //! in-namespace socket binding in [`netns`]; the emulated containers in [`responder`]; the
 //! node's persistent state and CNI result cache in [`state`]; Event recording in [`events`]; the
 //! in-pod connectivity probe `kubectl exec` runs in [`probe`].
 
 pub mod cni;
+pub mod containers;
 pub mod controllers;
 pub mod events;
 pub mod netns;

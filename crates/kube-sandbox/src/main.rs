@@ -1,7 +1,8 @@
 //! `kube-sandbox` binary: parses the command line and runs one of the emulated components.
 //!
-//! `apiserver` also runs the scheduler and the endpoints controller in the same process (as one
-//! small control plane) unless `--no-controllers` is given; `controllers` runs them on their own.
+//! `apiserver` also runs the control-plane loops (scheduler, endpoints, ReplicaSet, Deployment and
+//! DaemonSet controllers, pod garbage collector) in the same process (as one small control plane)
+//! unless `--no-controllers` is given; `controllers` runs them on their own.
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -22,15 +23,22 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// In-memory Kubernetes API server (plus scheduler and endpoints controller unless disabled).
+    /// In-memory Kubernetes API server (plus the control-plane loops unless disabled).
     Apiserver(ApiserverCmd),
     /// One emulated node: kubelet + container runtime driving a CNI plugin.
-    Node(node::Args),
-    /// Scheduler and endpoints controller as a separate process (for `apiserver --no-controllers`).
+    Node(Box<node::Args>),
+    /// The control-plane loops as a separate process (for `apiserver --no-controllers`).
     Controllers(controllers::Args),
     /// Connectivity probe run inside a pod (`kubectl exec POD -- kube-sandbox probe …`): one line
     /// `<target> connected|timeout|refused|error …` per target; exits 0 when all connected.
     Probe(ProbeCmd),
+    /// Used by the node to start one container: enters its namespaces, mounts its volumes and
+    /// execs its command (`<spec>`: the JSON launch spec the node wrote).
+    #[command(hide = true)]
+    RunContainer {
+        /// Launch spec file.
+        spec: std::path::PathBuf,
+    },
 }
 
 #[derive(clap::Args)]
@@ -51,13 +59,28 @@ struct ProbeCmd {
 struct ApiserverCmd {
     #[command(flatten)]
     server: apiserver::Args,
-    /// Do not run the scheduler and the endpoints controller in this process.
+    /// Do not run the control-plane loops (scheduler, controllers) in this process.
     #[arg(long)]
     no_controllers: bool,
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    // Before any runtime thread exists: entering namespaces needs a single-threaded process.
+    if let Command::RunContainer { spec } = &cli.command {
+        let spec = kube_sandbox_node::containers::launch::read_spec(spec)?;
+        let err = kube_sandbox_node::containers::launch::exec(&spec);
+        eprintln!("kube-sandbox run-container: {err}");
+        std::process::exit(128);
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?
+        .block_on(async_main(cli))
+}
+
+async fn async_main(cli: Cli) -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -65,10 +88,10 @@ async fn main() -> Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    match Cli::parse().command {
+    match cli.command {
         Command::Apiserver(cmd) if cmd.no_controllers => apiserver::run(cmd.server).await,
         Command::Apiserver(cmd) => run_control_plane(cmd.server).await,
-        Command::Node(args) => node::run(args).await,
+        Command::Node(args) => node::run(*args).await,
         Command::Controllers(args) => controllers::run(args).await,
         Command::Probe(cmd) if cmd.stdin => {
             let input = tokio::io::BufReader::new(tokio::io::stdin());
@@ -76,6 +99,7 @@ async fn main() -> Result<()> {
                 .await
                 .context("probe --stdin")
         }
+        Command::RunContainer { .. } => unreachable!("handled before the runtime starts"),
         Command::Probe(cmd) => {
             let results = probe::probe_all(&cmd.targets, cmd.timeout).await;
             let all = results
@@ -89,7 +113,7 @@ async fn main() -> Result<()> {
     }
 }
 
-/// API server + scheduler + endpoints controller until SIGTERM/ctrl-c.
+/// API server + control-plane loops until SIGTERM/ctrl-c.
 async fn run_control_plane(args: apiserver::Args) -> Result<()> {
     let server = apiserver::start(apiserver::Config::from(args)).await?;
     info!(url = %server.url, kubeconfig = %server.kubeconfig.display(), "API server ready");

@@ -234,13 +234,16 @@ pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
             args.ha_identity.clone(),
             std::time::Duration::from_secs(args.ha_lease_duration),
         );
-        tokio::select! {
+        ctx.health.set_standby(true);
+        let acquired = tokio::select! {
             l = crate::leader::acquire(ctx.client.clone(), &settings) => Some(l.map_err(Error::Leader)?),
             _ = shutdown_signal() => {
                 servers.iter().for_each(|s| s.abort());
                 return Ok(());
             }
-        }
+        };
+        ctx.health.set_standby(false);
+        acquired
     } else {
         None
     };

@@ -1,10 +1,13 @@
 //! The health server (`[health_server] port`, upstream's health manager): `GET /ready` answers
 //! 200 once the KuryrPort CRD is served and the watchers have synced, `GET /alive` answers 200
-//! until a handler loop has died.
+//! until a handler loop has died. `GET /healthz` (a kuryr-rs addition, the readiness probe of
+//! the Deployment) is `/ready` for a leader and `/alive` for a replica standing by for the Lease:
+//! a healthy standby counts as ready, so rolling updates of two replicas can progress, while
+//! `/ready` keeps upstream's meaning.
 
 use std::sync::{
     Arc, Mutex,
-    atomic::{AtomicUsize, Ordering},
+    atomic::{AtomicBool, AtomicUsize, Ordering},
 };
 
 use axum::{Router, http::StatusCode};
@@ -22,6 +25,8 @@ pub struct Health {
     /// known). Reported by `/ready`, never failing it: a broken load balancer is the Service's
     /// problem, not the controller's.
     lbs_not_active: AtomicUsize,
+    /// Waiting for the leader-election Lease.
+    standby: AtomicBool,
 }
 
 impl Health {
@@ -32,6 +37,7 @@ impl Health {
             unsynced: AtomicUsize::new(watchers),
             dead: Mutex::new(Vec::new()),
             lbs_not_active: AtomicUsize::new(usize::MAX),
+            standby: AtomicBool::new(false),
         }
     }
 
@@ -53,6 +59,20 @@ impl Health {
     /// How many of this cluster's load balancers are not ACTIVE (the load balancer janitor).
     pub fn set_load_balancers_not_active(&self, n: usize) {
         self.lbs_not_active.store(n, Ordering::SeqCst);
+    }
+
+    /// This replica waits for the Lease (`true`) or leads / runs alone (`false`).
+    pub fn set_standby(&self, standby: bool) {
+        self.standby.store(standby, Ordering::SeqCst);
+    }
+
+    /// `(status, message)` of `GET /healthz`.
+    pub async fn healthz(&self) -> (StatusCode, String) {
+        if self.standby.load(Ordering::SeqCst) {
+            let (code, msg) = self.alive();
+            return (code, format!("{msg} (standing by for the leader-election Lease)"));
+        }
+        self.ready().await
     }
 
     /// Names of the handlers whose loop has ended.
@@ -115,7 +135,14 @@ impl kuryr_runtime::http::Probe for Health {
     }
 }
 
-/// Router serving `GET /ready` and `GET /alive`.
+/// Router serving `GET /ready`, `GET /alive` and `GET /healthz`.
 pub fn router(health: Arc<Health>) -> Router {
-    kuryr_runtime::http::health_router(health)
+    let h = health.clone();
+    kuryr_runtime::http::health_router(health).route(
+        "/healthz",
+        axum::routing::get(move || {
+            let h = h.clone();
+            async move { h.healthz().await }
+        }),
+    )
 }

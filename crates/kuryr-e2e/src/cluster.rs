@@ -84,6 +84,8 @@ pub struct ClusterOptions {
     pub cni_bridge: bool,
     /// Start kuryr-controller (`--no-controller` when false).
     pub controller: bool,
+    /// `--deploy manifests|helm`: kuryr-rs as a Kubernetes app (None: host processes).
+    pub deploy: Option<&'static str>,
 }
 
 impl ClusterOptions {
@@ -102,6 +104,7 @@ impl ClusterOptions {
             sets: Vec::new(),
             cni_bridge: false,
             controller: true,
+            deploy: None,
         }
     }
 
@@ -144,6 +147,10 @@ impl ClusterOptions {
         }
         if !self.controller {
             a.push("--no-controller".into());
+        }
+        if let Some(d) = self.deploy {
+            a.push("--deploy".into());
+            a.push(d.into());
         }
         a
     }

@@ -3,6 +3,7 @@
 
 pub mod delete;
 pub mod exec;
+pub mod logs;
 pub mod patch;
 pub mod read;
 pub mod write;
@@ -21,8 +22,10 @@ use tracing::{debug, warn};
 
 use crate::{
     app::App,
+    auth::Identity,
     discovery,
     error::{ApiError, ApiResult},
+    rbac,
     registry::ResourceInfo,
 };
 
@@ -129,31 +132,23 @@ pub fn json_response(code: u16, v: &Value) -> Response {
 
 const MAX_BODY: usize = 32 * 1024 * 1024;
 
-fn authorized(app: &App, headers: &HeaderMap, path: &str) -> bool {
-    let Some(token) = &app.token else { return true };
-    if matches!(path, "/healthz" | "/livez" | "/readyz" | "/version") {
-        return true;
-    }
-    headers
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|t| t.trim() == token)
-}
-
 /// The one handler behind the router.
 pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let started = Instant::now();
     let method = req.method().clone();
     let uri = req.uri().clone();
     let path = uri.path().to_string();
-    let resp = if !authorized(&app, req.headers(), &path) {
-        ApiError::unauthorized().into_response()
+    let identity = if crate::auth::is_public(&path) {
+        Ok(crate::auth::Identity::Admin)
     } else {
-        match route(&app, req).await {
+        crate::auth::authenticate(&app, req.headers())
+    };
+    let resp = match identity {
+        Err(e) => e.into_response(),
+        Ok(id) => match route(&app, &id, req).await {
             Ok(r) => r,
             Err(e) => e.into_response(),
-        }
+        },
     };
     let status = resp.status().as_u16();
     if status >= 500 {
@@ -164,11 +159,16 @@ pub async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     resp
 }
 
-async fn route(app: &Arc<App>, req: Request) -> ApiResult<Response> {
+async fn route(app: &Arc<App>, id: &Identity, req: Request) -> ApiResult<Response> {
     let (parts, body) = req.into_parts();
     let path = parts.uri.path().trim_end_matches('/').to_string();
     let query = Query::parse(parts.uri.query());
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    if !matches!(segs.as_slice(), ["api", _, _, ..] | ["apis", _, _, _, ..]) {
+        let verb = rbac::verb(&parts.method, true, false, None);
+        let shown = if path.is_empty() { "/" } else { path.as_str() };
+        rbac::authorize(app, id, &rbac::Attributes::NonResource { verb, path: shown })?;
+    }
     let (group, version, rest): (&str, &str, &[&str]) = match segs.as_slice() {
         [] => return Ok(discovery::root_paths(app)),
         ["healthz" | "livez" | "readyz", ..] => {
@@ -210,9 +210,25 @@ async fn route(app: &Arc<App>, req: Request) -> ApiResult<Response> {
         [r, n, s] => (None, *r, Some(*n), Some(*s)),
         _ => return Err(ApiError::not_found_path()),
     };
+    let watch = watch_path || query.flag("watch");
+    rbac::authorize(
+        app,
+        id,
+        &rbac::Attributes::Resource {
+            verb: rbac::verb(&parts.method, name.is_some(), watch, sub),
+            group,
+            resource: plural,
+            subresource: sub,
+            namespace,
+            name,
+        },
+    )?;
     if let (true, Some(ns), "pods", Some(n), Some("exec")) = (group.is_empty(), namespace, plural, name, sub)
     {
         return exec::proxy(app, ns, n, parts).await;
+    }
+    if let (true, Some(ns), "pods", Some(n), Some("log")) = (group.is_empty(), namespace, plural, name, sub) {
+        return logs::proxy(app, ns, n, parts).await;
     }
     let info = app
         .registry
@@ -229,6 +245,7 @@ async fn route(app: &Arc<App>, req: Request) -> ApiResult<Response> {
             "status" => info.status_subresource,
             "binding" => info.group.is_empty() && info.plural == "pods",
             "finalize" => info.group.is_empty() && info.plural == "namespaces",
+            "token" => info.group.is_empty() && info.plural == "serviceaccounts",
             _ => false,
         };
         if !ok {
@@ -258,6 +275,16 @@ async fn route(app: &Arc<App>, req: Request) -> ApiResult<Response> {
         (&Method::POST, false, _) => {
             write::create(app, &r).map(|(c, v)| with_warnings(&r, object_response(&r, c, &v)))
         }
+        (&Method::POST, true, Some("token")) => {
+            let (ns, n) = (
+                r.namespace.as_deref().unwrap_or_default(),
+                r.name.as_deref().unwrap_or_default(),
+            );
+            crate::auth::token_request(app, ns, n, &r.body).map(|(c, v)| json_response(c, &v))
+        }
+        (_, true, Some("token")) => Err(ApiError::method_not_allowed(
+            "the server does not allow this method on the requested resource",
+        )),
         (&Method::POST, true, Some("binding")) => write::binding(app, &r).map(|(c, v)| json_response(c, &v)),
         (&Method::PUT, true, Some("binding")) | (&Method::PATCH, true, Some("binding")) => Err(
             ApiError::method_not_allowed("the server does not allow this method on the requested resource"),

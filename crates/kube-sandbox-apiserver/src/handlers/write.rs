@@ -222,6 +222,9 @@ pub fn create_in_tx(app: &App, tx: &mut Inner, r: &Req, mut obj: Value) -> ApiRe
     }
     defaults::prepare_create(info, &mut obj, &mut tx.allocs)
         .map_err(|c| ApiError::invalid(info, &name, c))?;
+    if info.group.is_empty() && info.plural == "pods" {
+        crate::admission::service_account(tx, r.ns(), &mut obj)?;
+    }
     if !is_apply(r) {
         let av = info.api_version(&r.version);
         record_update_subresource(&Value::Null, &mut obj, &manager(r), &av, None);
@@ -240,6 +243,8 @@ pub fn create_in_tx(app: &App, tx: &mut Inner, r: &Req, mut obj: Value) -> ApiRe
             "metadata": {"name": "default", "namespace": name, "uid": meta::uid(),
                          "creationTimestamp": meta::now()}});
         tx.put(&(String::new(), "serviceaccounts".into()), sa);
+        let ca = crate::admission::root_ca_configmap(&name, app.ca_pem.as_deref());
+        tx.put(&(String::new(), "configmaps".into()), ca);
     }
     Ok((201, (*stored).clone()))
 }

@@ -13,15 +13,21 @@
 //! | `spec.containers`, `spec.initContainers`, `spec.ephemeralContainers` | key `name` |
 //! | `containers[].ports` (and init/ephemeral) | key `containerPort` |
 //! | `containers[].env` | key `name` |
-//! | `containers[].volumeMounts` | key `mountPath` |
-//! | `containers[].volumeDevices` | key `devicePath` |
-//! | `spec.volumes`, `spec.imagePullSecrets` | key `name` |
+//! | `containers[].volumeMounts` (and init/ephemeral) | key `mountPath` |
+//! | `containers[].volumeDevices` (and init/ephemeral) | key `devicePath` |
+//! | `spec.volumes`, `spec.imagePullSecrets`, `spec.schedulingGates`, `spec.resourceClaims` | key `name` |
+//! | `status.resourceClaimStatuses` | key `name` |
 //! | `spec.hostAliases`, `status.podIPs`, `status.hostIPs` | key `ip` |
 //! | `spec.topologySpreadConstraints` | key `topologyKey` |
 //! | `spec.podCIDRs` (Node) | set of scalars |
 //! | `spec.ports` (Service only) | key `port` |
 //! | `status.addresses` (Node only) | key `type` |
-//! | anything else (`spec.tolerations`, `spec.taints`, `subsets`, ...) | atomic |
+//! | anything else (`spec.tolerations`, `spec.taints`, `subsets`, RBAC `rules`, ...) | atomic |
+//!
+//! Pod templates of workloads (`spec.template.spec` of Deployment, ReplicaSet, DaemonSet) have
+//! exactly a Pod spec's strategies, which the suffix match gives them. A Deployment's
+//! `spec.strategy` is `retainKeys` upstream: that is a directive clients send
+//! (`$retainKeys`, honoured by the patch itself), not a list strategy.
 
 /// Maps and structs that server-side apply treats as atomic (replaced whole, owned as one field):
 /// `metav1.LabelSelector` values (`podSelector`, `namespaceSelector`, workload `spec.selector`)
@@ -98,12 +104,39 @@ const TABLE: &[(&[&str], Option<&str>, ListStrategy)] = &[
         ListStrategy::Keyed("mountPath"),
     ),
     (
+        &["ephemeralContainers", "[]", "env"],
+        None,
+        ListStrategy::Keyed("name"),
+    ),
+    (
+        &["ephemeralContainers", "[]", "volumeMounts"],
+        None,
+        ListStrategy::Keyed("mountPath"),
+    ),
+    (
         &["containers", "[]", "volumeDevices"],
+        None,
+        ListStrategy::Keyed("devicePath"),
+    ),
+    (
+        &["initContainers", "[]", "volumeDevices"],
+        None,
+        ListStrategy::Keyed("devicePath"),
+    ),
+    (
+        &["ephemeralContainers", "[]", "volumeDevices"],
         None,
         ListStrategy::Keyed("devicePath"),
     ),
     (&["spec", "volumes"], None, ListStrategy::Keyed("name")),
     (&["spec", "imagePullSecrets"], None, ListStrategy::Keyed("name")),
+    (&["spec", "schedulingGates"], None, ListStrategy::Keyed("name")),
+    (&["spec", "resourceClaims"], None, ListStrategy::Keyed("name")),
+    (
+        &["status", "resourceClaimStatuses"],
+        None,
+        ListStrategy::Keyed("name"),
+    ),
     (&["spec", "hostAliases"], None, ListStrategy::Keyed("ip")),
     (&["status", "podIPs"], None, ListStrategy::Keyed("ip")),
     (&["status", "hostIPs"], None, ListStrategy::Keyed("ip")),
@@ -185,5 +218,49 @@ mod tests {
             list_strategy("KuryrPort", &["status", "conditions"]),
             ListStrategy::Keyed("type")
         );
+    }
+
+    #[test]
+    fn workload_templates_merge_like_pod_specs() {
+        let pod_lists: &[(&[&str], ListStrategy)] = &[
+            (&["containers"], ListStrategy::Keyed("name")),
+            (&["initContainers"], ListStrategy::Keyed("name")),
+            (
+                &["containers", "[]", "ports"],
+                ListStrategy::Keyed("containerPort"),
+            ),
+            (&["containers", "[]", "env"], ListStrategy::Keyed("name")),
+            (
+                &["containers", "[]", "volumeMounts"],
+                ListStrategy::Keyed("mountPath"),
+            ),
+            (
+                &["initContainers", "[]", "volumeDevices"],
+                ListStrategy::Keyed("devicePath"),
+            ),
+            (&["volumes"], ListStrategy::Keyed("name")),
+            (&["imagePullSecrets"], ListStrategy::Keyed("name")),
+            (&["hostAliases"], ListStrategy::Keyed("ip")),
+            (&["schedulingGates"], ListStrategy::Keyed("name")),
+            (&["topologySpreadConstraints"], ListStrategy::Keyed("topologyKey")),
+            (&["tolerations"], ListStrategy::Atomic),
+            (&["containers", "[]", "args"], ListStrategy::Atomic),
+        ];
+        for kind in ["Deployment", "ReplicaSet", "DaemonSet"] {
+            for (tail, want) in pod_lists {
+                let mut path = vec!["spec", "template", "spec"];
+                path.extend_from_slice(tail);
+                let mut pod_path = vec!["spec"];
+                pod_path.extend_from_slice(tail);
+                assert_eq!(list_strategy(kind, &path), *want, "{kind} {path:?}");
+                assert_eq!(list_strategy("Pod", &pod_path), *want, "Pod {pod_path:?}");
+            }
+            assert_eq!(
+                list_strategy(kind, &["status", "conditions"]),
+                ListStrategy::Keyed("type")
+            );
+            assert!(map_is_atomic(kind, &["spec", "selector"]));
+        }
+        assert_eq!(list_strategy("ClusterRole", &["rules"]), ListStrategy::Atomic);
     }
 }

@@ -524,3 +524,30 @@ fn service_selector_is_atomic_under_apply() {
         r => panic!("{r:?}"),
     }
 }
+
+/// The patch `kubectl apply` (client side) sends when a Deployment's image changes and its
+/// strategy switches to Recreate: containers merge by name, `$retainKeys` drops the defaulted
+/// `rollingUpdate`.
+#[test]
+fn kubectl_deployment_patch_merges_template_containers() {
+    let cur = json!({"kind": "Deployment", "spec": {
+        "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}},
+        "template": {"metadata": {"labels": {"app": "web"}}, "spec": {
+            "containers": [
+                {"name": "web", "image": "nginx:1", "imagePullPolicy": "IfNotPresent",
+                 "env": [{"name": "A", "value": "1"}]},
+                {"name": "side", "image": "busybox"}]}}}});
+    let patch = br#"{"spec":{"strategy":{"$retainKeys":["type"],"type":"Recreate"},
+        "template":{"spec":{"$setElementOrder/containers":[{"name":"web"},{"name":"side"}],
+        "containers":[{"image":"nginx:2","name":"web","env":[{"name":"B","value":"2"}]}]}}}}"#;
+    let out = apply_patch(PatchType::StrategicMerge, &cur, patch, None).unwrap();
+    assert_eq!(out["spec"]["strategy"], json!({"type": "Recreate"}));
+    let cs = &out["spec"]["template"]["spec"]["containers"];
+    assert_eq!(cs[0]["image"], "nginx:2");
+    assert_eq!(cs[0]["imagePullPolicy"], "IfNotPresent");
+    assert_eq!(
+        cs[0]["env"],
+        json!([{"name": "A", "value": "1"}, {"name": "B", "value": "2"}])
+    );
+    assert_eq!(cs[1], json!({"name": "side", "image": "busybox"}));
+}

@@ -532,6 +532,7 @@ pub(super) fn cell(col: &Column, obj: &Value, now: jiff::Timestamp) -> Value {
                 sel.into()
             }
         }
+        path if path.starts_with("@wl.") => super::workloads::cell(path, obj),
         path => match eval_json_path(obj, path) {
             None | Some(Value::Null) => Value::Null,
             Some(v) => match col.type_.as_str() {

@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::Column;
 
 const NAME_DESC: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
-const AGE_DESC: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
+pub(super) const AGE_DESC: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
 
 pub(super) fn name_col() -> Column {
     Column::new("Name", "string", ".metadata.name", 0, NAME_DESC)
@@ -30,6 +30,9 @@ pub fn columns_for(kind: &str, printer_columns: Option<&Value>) -> Vec<Column> {
     }
     let k = kind.to_ascii_lowercase();
     let k = k.as_str();
+    if let Some(cols) = super::workloads::columns(k) {
+        return cols;
+    }
     match k {
         "pod" | "pods" => vec![
             name_col(),

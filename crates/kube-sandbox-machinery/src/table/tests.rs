@@ -336,3 +336,110 @@ fn json_paths() {
     assert_eq!(eval_json_path(&o, ".a.x"), None);
     assert_eq!(eval_json_path(&o, ".a['b.c'][5]"), None);
 }
+
+#[test]
+fn workload_printers() {
+    let d = json!({"metadata": {"name": "web", "creationTimestamp": "2026-01-01T11:59:00Z"},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"},
+                 "matchExpressions": [{"key": "tier", "operator": "In", "values": ["b", "a"]}]},
+                 "template": {"spec": {"containers": [{"name": "a", "image": "nginx:1"}, {"name": "b", "image": "busybox"}]}}},
+        "status": {"replicas": 3, "readyReplicas": 2, "updatedReplicas": 3, "availableReplicas": 2}});
+    let cols = columns_for("Deployment", None);
+    assert_eq!(
+        names(&cols),
+        [
+            "Name",
+            "Ready",
+            "Up-to-date",
+            "Available",
+            "Age",
+            "Containers",
+            "Images",
+            "Selector"
+        ]
+    );
+    let t = to_table_at(&cols, &[d], "1", None, now());
+    assert_eq!(
+        t["rows"][0]["cells"],
+        json!([
+            "web",
+            "2/3",
+            3,
+            2,
+            "60s",
+            "a,b",
+            "nginx:1,busybox",
+            "app=web,tier in (a,b)"
+        ])
+    );
+    let rs = json!({"metadata": {"name": "web-abc"}, "spec": {"replicas": 2}, "status": {"replicas": 1}});
+    let cols = columns_for("replicasets", None);
+    assert_eq!(names(&cols)[..5], ["Name", "Desired", "Current", "Ready", "Age"]);
+    let t = to_table_at(&cols, &[rs], "1", None, now());
+    assert_eq!(
+        t["rows"][0]["cells"].as_array().unwrap()[1..4],
+        [json!(2), json!(1), json!(0)]
+    );
+    let ds = json!({"metadata": {"name": "agent"},
+        "spec": {"template": {"spec": {"nodeSelector": {"zone": "a", "os": "linux"}}}},
+        "status": {"desiredNumberScheduled": 2, "currentNumberScheduled": 2, "numberReady": 1,
+                   "updatedNumberScheduled": 2, "numberAvailable": 1}});
+    let cols = columns_for("DaemonSet", None);
+    assert_eq!(
+        names(&cols)[..8],
+        [
+            "Name",
+            "Desired",
+            "Current",
+            "Ready",
+            "Up-to-date",
+            "Available",
+            "Node Selector",
+            "Age"
+        ]
+    );
+    let t = to_table_at(&cols, &[ds], "1", None, now());
+    assert_eq!(
+        t["rows"][0]["cells"].as_array().unwrap()[1..7],
+        json!([2, 2, 1, 2, 1, "os=linux,zone=a"]).as_array().unwrap()[..]
+    );
+    let empty = json!({"metadata": {"name": "x"}, "spec": {}});
+    let t = to_table_at(&cols, &[empty], "1", None, now());
+    assert_eq!(t["rows"][0]["cells"][6], "<none>");
+}
+
+#[test]
+fn policy_and_rbac_printers() {
+    let pdb = json!({"metadata": {"name": "p"}, "spec": {"minAvailable": "50%"}, "status": {"disruptionsAllowed": 1}});
+    let cols = columns_for("PodDisruptionBudget", None);
+    assert_eq!(
+        names(&cols),
+        [
+            "Name",
+            "Min Available",
+            "Max Unavailable",
+            "Allowed Disruptions",
+            "Age"
+        ]
+    );
+    let t = to_table_at(&cols, &[pdb], "1", None, now());
+    assert_eq!(
+        t["rows"][0]["cells"].as_array().unwrap()[1..4],
+        json!(["50%", "N/A", 1]).as_array().unwrap()[..]
+    );
+    let rb = json!({"metadata": {"name": "b"}, "roleRef": {"kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "User", "name": "alice"}, {"kind": "User", "name": "bob"},
+                     {"kind": "ServiceAccount", "name": "sa", "namespace": "ns"}]});
+    let cols = columns_for("RoleBinding", None);
+    assert_eq!(
+        names(&cols),
+        ["Name", "Role", "Age", "Users", "Groups", "ServiceAccounts"]
+    );
+    let t = to_table_at(&cols, &[rb], "1", None, now());
+    assert_eq!(t["rows"][0]["cells"][1], "ClusterRole/view");
+    assert_eq!(
+        t["rows"][0]["cells"].as_array().unwrap()[3..6],
+        json!(["alice, bob", "", "ns/sa"]).as_array().unwrap()[..]
+    );
+    assert_eq!(names(&columns_for("Role", None)), ["Name", "Created At"]);
+}

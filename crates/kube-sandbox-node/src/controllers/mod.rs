@@ -1,10 +1,20 @@
 //! Control-plane loops that a real cluster runs beside the API server: the scheduler (binds pods
-//! to Ready nodes) and the endpoints controller (Endpoints + EndpointSlices from Ready pods).
+//! to Ready nodes), the endpoints controller (Endpoints + EndpointSlices from Ready pods), the
+//! workload controllers ([`replicaset`], [`deployment`], [`daemonset`]) and the pod garbage
+//! collector ([`podgc`]). Each loop keeps reflector caches, wakes on their changes (and on its
+//! own timers), and recomputes everything it owns.
 
+pub mod daemonset;
+pub mod deployment;
 pub mod endpoints;
+pub mod interpod;
+pub mod podgc;
+pub mod predicates;
+pub mod replicaset;
 pub mod scheduler;
+pub mod workload;
 
-use std::{fmt::Debug, sync::Arc};
+use std::{fmt::Debug, sync::Arc, time::Duration};
 
 use futures::StreamExt;
 use kube::{
@@ -36,7 +46,7 @@ pub struct Args {
     pub kubeconfig: std::path::PathBuf,
 }
 
-/// Runs the scheduler and the endpoints controller until interrupted.
+/// Runs every control-plane loop until interrupted.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let (client, _) = crate::node::client_from_kubeconfig(&args.kubeconfig)
         .await
@@ -45,24 +55,78 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs the scheduler and the endpoints controller with `client` until `shutdown` resolves
-/// (for running them inside the API server process).
+/// Runs the scheduler, the endpoints controller, the workload controllers and the pod garbage
+/// collector with `client` until `shutdown` resolves (for running them inside the API server
+/// process).
 pub async fn run_with_client(
     client: Client,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), Error> {
     crate::node::install_crypto_provider();
-    let mut sched = tokio::spawn(scheduler::run(client.clone()));
-    let mut eps = tokio::spawn(endpoints::run(client));
+    let loops: Vec<(&'static str, JoinHandle<Result<(), Error>>)> = vec![
+        ("scheduler", tokio::spawn(scheduler::run(client.clone()))),
+        ("endpoints", tokio::spawn(endpoints::run(client.clone()))),
+        ("replicaset", tokio::spawn(replicaset::run(client.clone()))),
+        ("deployment", tokio::spawn(deployment::run(client.clone()))),
+        ("daemonset", tokio::spawn(daemonset::run(client.clone()))),
+        ("podgc", tokio::spawn(podgc::run(client))),
+    ];
+    let (names, handles): (Vec<_>, Vec<_>) = loops.into_iter().unzip();
+    let aborts: Vec<_> = handles.iter().map(JoinHandle::abort_handle).collect();
+    let first_end = futures::future::select_all(handles);
     let result = tokio::select! {
         _ = shutdown => Ok(()),
-        r = &mut sched => r.unwrap_or(Err(Error::Stopped("scheduler"))),
-        r = &mut eps => r.unwrap_or(Err(Error::Stopped("endpoints"))),
+        (r, i, _) = first_end => {
+            let name = names.get(i).copied().unwrap_or("controller");
+            r.unwrap_or(Err(Error::Stopped(name))).and(Err(Error::Stopped(name)))
+        }
     };
-    // Dropping a JoinHandle does not stop its task: stop both loops (and their watches).
-    sched.abort();
-    eps.abort();
+    // Dropping a JoinHandle does not stop its task: stop every loop (and its watches).
+    for a in aborts {
+        a.abort();
+    }
     result
+}
+
+/// What a pass of a controller loop asks of the next wait.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Outcome {
+    /// Something failed: try again soon even if nothing changes.
+    pub retry: bool,
+    /// Something changes by itself at this time (e.g. a pod becomes available).
+    pub wake_at: Option<jiff::Timestamp>,
+}
+
+impl Outcome {
+    /// Asks for a wake-up at `t` too.
+    pub fn wake(&mut self, t: Option<jiff::Timestamp>) {
+        if let Some(t) = t {
+            self.wake_at = Some(self.wake_at.map_or(t, |w| w.min(t)));
+        }
+    }
+}
+
+/// Full recomputation at least this often, as informers resync.
+const RESYNC: Duration = Duration::from_secs(30);
+
+/// Waits for a cache change, the outcome's timer or the periodic resync, then lets a burst of
+/// changes settle.
+pub(crate) async fn wait(notify: &Notify, outcome: Outcome) {
+    let mut timeout = if outcome.retry {
+        Duration::from_secs(1)
+    } else {
+        RESYNC
+    };
+    if let Some(at) = outcome.wake_at {
+        let until = at.duration_since(jiff::Timestamp::now());
+        let until = Duration::try_from(until).unwrap_or_default() + Duration::from_millis(50);
+        timeout = timeout.min(until);
+    }
+    tokio::select! {
+        _ = notify.notified() => {}
+        _ = tokio::time::sleep(timeout) => {}
+    }
+    tokio::time::sleep(Duration::from_millis(10)).await;
 }
 
 /// A reflector feeding a store; every change pings `notify`.

@@ -1,7 +1,12 @@
 //! The scheduler: binds pods without a node (and `schedulerName` default-scheduler) to a Ready,
-//! schedulable node matching `nodeSelector` and tolerating its taints, fewest pods first, through
-//! the `pods/binding` subresource; unschedulable pods get `PodScheduled=False` and are retried
-//! whenever pods or nodes change.
+//! schedulable node matching `nodeSelector` and the required node affinity (`matchExpressions`
+//! on labels, `matchFields` on `metadata.name`, as DaemonSet pods carry) and tolerating its
+//! taints, fewest pods first, through the `pods/binding` subresource; unschedulable pods get
+//! `PodScheduled=False` (reason `Unschedulable`) and are retried whenever pods or nodes change.
+//!
+//! A NotReady node is treated as carrying the `node.kubernetes.io/not-ready:NoSchedule` taint
+//! the node lifecycle controller would put on it: pods that tolerate it (such as CNI daemons)
+//! may go there, others are refused with "node(s) were not ready".
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -9,7 +14,7 @@ use std::{
     time::Duration,
 };
 
-use k8s_openapi::api::core::v1::{Node, Pod, Taint, Toleration};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{
     Api, Client, ResourceExt,
     api::{Patch, PatchParams, PostParams},
@@ -19,37 +24,15 @@ use serde_json::json;
 use tokio::sync::Notify;
 use tracing::{info, warn};
 
-use super::{AbortOnDrop, Error, spawn_reflector};
+use super::{
+    AbortOnDrop, Error,
+    predicates::{NOT_READY, UNSCHEDULABLE, fits_node_affinity, node_ready, node_taints, taint, tolerates},
+    spawn_reflector,
+};
 use crate::events::{EventType, Recorder, reference};
 
 /// The scheduler name this scheduler serves.
 pub const SCHEDULER_NAME: &str = "default-scheduler";
-
-fn node_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-        .is_some_and(|c| c.status == "True")
-}
-
-fn tolerates(tolerations: &[Toleration], taint: &Taint) -> bool {
-    tolerations.iter().any(|t| {
-        let effect_ok = t
-            .effect
-            .as_deref()
-            .is_none_or(|e| e.is_empty() || e == taint.effect);
-        let key_ok = match t.key.as_deref() {
-            None | Some("") => t.operator.as_deref() == Some("Exists"),
-            Some(k) => k == taint.key,
-        };
-        let value_ok = match t.operator.as_deref() {
-            Some("Exists") => true,
-            _ => t.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or(""),
-        };
-        effect_ok && key_ok && value_ok
-    })
-}
 
 /// Why nodes were rejected (for the Unschedulable message).
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -84,16 +67,17 @@ pub fn wants_scheduling(pod: &Pod) -> bool {
         && !matches!(phase, Some("Succeeded") | Some("Failed"))
 }
 
-/// Picks a node for `pod`: Ready, schedulable, matching `nodeSelector`, taints tolerated, below
-/// its pod capacity; fewest pods first, then by name.
+/// Picks a node for `pod`: Ready (or NotReady with the not-ready taint tolerated), schedulable,
+/// matching `nodeSelector` and required node affinity, taints tolerated, below its pod capacity;
+/// fewest pods first, then by name.
 pub fn choose_node(
     pod: &Pod,
     nodes: &[Arc<Node>],
     pod_counts: &HashMap<String, usize>,
+    placed: &HashMap<String, Vec<super::interpod::Placed>>,
 ) -> Result<String, Rejections> {
     let spec = pod.spec.clone().unwrap_or_default();
-    let selector = spec.node_selector.unwrap_or_default();
-    let tolerations = spec.tolerations.unwrap_or_default();
+    let tolerations = spec.tolerations.clone().unwrap_or_default();
     let mut rej = Rejections {
         total: nodes.len(),
         ..Default::default()
@@ -101,28 +85,18 @@ pub fn choose_node(
     let mut best: Option<(usize, String)> = None;
     for node in nodes {
         let name = node.name_any();
-        let labels = node.labels();
-        let reason = if !node_ready(node) {
+        let reason = if !node_ready(node) && !tolerates(&tolerations, &taint(NOT_READY, "NoSchedule")) {
             Some("node(s) were not ready")
         } else if node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false)
-            && !tolerates(
-                &tolerations,
-                &Taint {
-                    key: "node.kubernetes.io/unschedulable".into(),
-                    effect: "NoSchedule".into(),
-                    ..Default::default()
-                },
-            )
+            && !tolerates(&tolerations, &taint(UNSCHEDULABLE, "NoSchedule"))
         {
             Some("node(s) were unschedulable")
-        } else if !selector.iter().all(|(k, v)| labels.get(k) == Some(v)) {
+        } else if !fits_node_affinity(&spec, node) {
             Some("node(s) didn't match Pod's node affinity/selector")
-        } else if node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.as_ref())
-            .into_iter()
-            .flatten()
+        } else if let Some(r) = super::interpod::conflict(pod, node, nodes, placed) {
+            Some(r)
+        } else if node_taints(node)
+            .iter()
             .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
             .any(|t| !tolerates(&tolerations, t))
         {
@@ -191,6 +165,7 @@ pub async fn run(client: Client) -> Result<(), Error> {
         let all_pods = pods.state();
         let all_nodes = nodes.state();
         let mut counts: HashMap<String, usize> = HashMap::new();
+        let mut placed: HashMap<String, Vec<super::interpod::Placed>> = HashMap::new();
         for p in &all_pods {
             let uid = p.uid().unwrap_or_default();
             let node = p
@@ -204,7 +179,8 @@ pub async fn run(client: Client) -> Result<(), Error> {
                 Some("Succeeded") | Some("Failed")
             );
             if let Some(n) = node.filter(|_| !terminal) {
-                *counts.entry(n).or_default() += 1;
+                *counts.entry(n.clone()).or_default() += 1;
+                placed.entry(n).or_default().push(super::interpod::Placed::of(p));
             }
         }
         // Forget bindings the cache now reflects (or whose pods are gone).
@@ -223,9 +199,13 @@ pub async fn run(client: Client) -> Result<(), Error> {
             if bound.contains_key(&uid) {
                 continue;
             }
-            match choose_node(pod, &all_nodes, &counts) {
+            match choose_node(pod, &all_nodes, &counts, &placed) {
                 Ok(node) => {
                     *counts.entry(node.clone()).or_default() += 1;
+                    placed
+                        .entry(node.clone())
+                        .or_default()
+                        .push(super::interpod::Placed::of(pod));
                     bound.insert(uid.clone(), node.clone());
                     let (client, recorder) = (&client, &recorder);
                     bindings.push(async move {
@@ -366,13 +346,13 @@ mod tests {
         ];
         let counts = HashMap::from([("a".to_string(), 1usize)]);
         let p = pod(json!({"nodeSelector": {"zone": "x"}}));
-        assert_eq!(choose_node(&p, &nodes, &counts).unwrap(), "b");
+        assert_eq!(choose_node(&p, &nodes, &counts, &HashMap::new()).unwrap(), "b");
         let counts = HashMap::from([("a".to_string(), 1usize), ("b".to_string(), 2)]);
-        assert_eq!(choose_node(&p, &nodes, &counts).unwrap(), "a");
+        assert_eq!(choose_node(&p, &nodes, &counts, &HashMap::new()).unwrap(), "a");
         let p =
             pod(json!({"nodeSelector": {"zone": "x"}, "tolerations": [{"key": "k", "operator": "Exists"}]}));
         let counts = HashMap::from([("a".to_string(), 2usize), ("b".to_string(), 2)]);
-        assert_eq!(choose_node(&p, &nodes, &counts).unwrap(), "f");
+        assert_eq!(choose_node(&p, &nodes, &counts, &HashMap::new()).unwrap(), "f");
     }
 
     #[test]
@@ -382,14 +362,59 @@ mod tests {
             node("b", true, json!({}), json!({})),
         ];
         let p = pod(json!({"nodeSelector": {"zone": "z"}}));
-        let rej = choose_node(&p, &nodes, &HashMap::new()).unwrap_err();
+        let rej = choose_node(&p, &nodes, &HashMap::new(), &HashMap::new()).unwrap_err();
         assert_eq!(
             rej.message(),
             "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) were not ready."
         );
         assert_eq!(
-            choose_node(&p, &[], &HashMap::new()).unwrap_err().message(),
+            choose_node(&p, &[], &HashMap::new(), &HashMap::new())
+                .unwrap_err()
+                .message(),
             "0/0 nodes are available."
+        );
+    }
+
+    #[test]
+    fn required_node_affinity_and_not_ready_toleration() {
+        let nodes = vec![
+            node("a", true, json!({"zone": "x"}), json!({})),
+            node("b", true, json!({"zone": "y"}), json!({})),
+            node("c", false, json!({"zone": "y"}), json!({})),
+        ];
+        let pinned = pod(
+            json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+            {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}}}}),
+        );
+        assert_eq!(
+            choose_node(&pinned, &nodes, &HashMap::new(), &HashMap::new()).unwrap(),
+            "b"
+        );
+        let by_label = pod(
+            json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+            {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["y"]}]}]}}}}),
+        );
+        assert_eq!(
+            choose_node(&by_label, &nodes, &HashMap::new(), &HashMap::new()).unwrap(),
+            "a"
+        );
+        let nowhere = pod(
+            json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+            {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["zz"]}]}]}}}}),
+        );
+        assert_eq!(
+            choose_node(&nowhere, &nodes, &HashMap::new(), &HashMap::new())
+                .unwrap_err()
+                .message(),
+            "0/3 nodes are available: 2 node(s) didn't match Pod's node affinity/selector, 1 node(s) were not ready."
+        );
+        // Tolerating the not-ready taint lets a pod onto a NotReady node (a CNI daemon's case).
+        let daemon = pod(json!({"tolerations": [{"operator": "Exists"}],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+            {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["c"]}]}]}}}}));
+        assert_eq!(
+            choose_node(&daemon, &nodes, &HashMap::new(), &HashMap::new()).unwrap(),
+            "c"
         );
     }
 

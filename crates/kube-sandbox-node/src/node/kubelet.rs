@@ -36,6 +36,10 @@ pub(crate) fn serve(listener: TcpListener, ctx: Arc<Ctx>) -> JoinHandle<()> {
             "/exec/{namespace}/{pod}/{container}",
             get(exec_handler).post(exec_handler),
         )
+        .route(
+            "/containerLogs/{namespace}/{pod}/{container}",
+            get(super::logs::handler),
+        )
         .with_state(ctx);
     tokio::spawn(async move {
         if let Ok(a) = listener.local_addr() {

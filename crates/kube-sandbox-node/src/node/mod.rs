@@ -22,6 +22,7 @@
 mod exec;
 mod forward;
 mod kubelet;
+mod logs;
 mod pods;
 pub mod register;
 pub mod sandbox;
@@ -179,6 +180,21 @@ pub struct Args {
     /// Node's `status.daemonEndpoints.kubeletEndpoint.Port`.
     #[arg(long, default_value_t = 0)]
     pub kubelet_port: u16,
+    /// Image table entry `IMAGE=DIR` (repeatable): host-network pods whose images are all in
+    /// the table run their containers as processes from DIR (see `containers`).
+    #[arg(long = "image", value_parser = crate::containers::images::parse_entry)]
+    pub images: Vec<crate::containers::images::Entry>,
+    /// HostPath map `FROM=TO` (repeatable): a hostPath volume under FROM uses TO instead (each
+    /// emulated node its own `/etc/cni/net.d`, OVS run dir, state dirs on one machine).
+    #[arg(long = "host-path", value_parser = crate::containers::volumes::parse_host_path)]
+    pub host_paths: Vec<(PathBuf, PathBuf)>,
+    /// Extra TCP port of the machine's loopback to forward into the host netns (repeatable): the
+    /// cloud's API endpoints, which host-network pods reach at 127.0.0.1 like the API server.
+    #[arg(long = "forward-port")]
+    pub forward_ports: Vec<u16>,
+    /// The `kube-sandbox` executable that launches containers (default: this one).
+    #[arg(long)]
+    pub launcher: Option<PathBuf>,
 }
 
 /// Everything a running node needs (built from [`Args`] or by tests).
@@ -216,6 +232,14 @@ pub struct NodeConfig {
     pub gc_interval: Duration,
     /// Kubelet endpoint port on 127.0.0.1 (0: any free port).
     pub kubelet_port: u16,
+    /// Image table for host-network pods run as processes.
+    pub images: Vec<crate::containers::images::Entry>,
+    /// HostPath map.
+    pub host_paths: Vec<(PathBuf, PathBuf)>,
+    /// Extra loopback ports forwarded into the host netns.
+    pub forward_ports: Vec<u16>,
+    /// The `kube-sandbox` executable that runs `run-container`.
+    pub launcher: PathBuf,
 }
 
 impl NodeConfig {
@@ -238,6 +262,10 @@ impl NodeConfig {
             status_interval: Duration::from_secs(60),
             gc_interval: Duration::from_secs(10),
             kubelet_port: 0,
+            images: Vec::new(),
+            host_paths: Vec::new(),
+            forward_ports: Vec::new(),
+            launcher: std::env::current_exe().unwrap_or_else(|_| "kube-sandbox".into()),
         }
     }
 }
@@ -334,6 +362,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     cfg.cni_timeout = args.cni_timeout;
     cfg.host_netns = args.host_netns;
     cfg.kubelet_port = args.kubelet_port;
+    cfg.images = args.images;
+    cfg.host_paths = args.host_paths;
+    cfg.forward_ports = args.forward_ports;
+    if let Some(l) = args.launcher {
+        cfg.launcher = l;
+    }
     cfg.apiserver_forward = addr;
     run_node(client, cfg, shutdown_signal()).await?;
     Ok(())
@@ -380,10 +414,14 @@ pub async fn run_node(
         warn!(error = %e, "initial lease renewal failed");
     }
     info!(node = %cfg.name, ip = %cfg.node_ip, "node registered");
-    let forwarder = match (&cfg.host_netns, cfg.apiserver_forward) {
-        (Some(ns), Some(addr)) => Some(forward::start(ns, addr).await?),
-        _ => None,
-    };
+    let mut forwarders = Vec::new();
+    if let (Some(ns), Some(addr)) = (&cfg.host_netns, cfg.apiserver_forward) {
+        forwarders.push(forward::start(ns, addr).await?);
+        for port in &cfg.forward_ports {
+            let target = SocketAddr::new(IpAddr::from([127, 0, 0, 1]), *port);
+            forwarders.push(forward::start(ns, target).await?);
+        }
+    }
     let ctx = Arc::new(Ctx {
         runner: PluginRunner {
             bin_dirs: cfg.cni_bin_dirs.clone(),
@@ -443,7 +481,7 @@ pub async fn run_node(
     let result = pods::run(ctx.clone(), shutdown).await;
     heartbeat.abort();
     kubelet.abort();
-    if let Some(f) = forwarder {
+    for f in forwarders {
         f.abort();
     }
     info!(node = %ctx.cfg.name, "node stopped");

@@ -24,6 +24,7 @@ use super::{
     status,
 };
 use crate::{
+    containers::{self, HostPod},
     events::{EventType, reference},
     netns,
     state::SandboxRecord,
@@ -167,6 +168,7 @@ fn spawn_gc(ctx: &Arc<Ctx>, rec: SandboxRecord) {
 
 async fn worker(ctx: Arc<Ctx>, mut rx: watch::Receiver<Option<Pod>>, adopt: Option<SandboxRecord>) {
     let mut running: Option<Running> = None;
+    let mut host_pod: Option<HostPod> = None;
     if let Some(rec) = adopt {
         let pod = rx.borrow().clone();
         if let Some(pod) = pod {
@@ -196,6 +198,9 @@ async fn worker(ctx: Arc<Ctx>, mut rx: watch::Receiver<Option<Pod>>, adopt: Opti
         let mut retry_after: Option<Duration> = None;
         match pod {
             None => {
+                if let Some(h) = host_pod.take() {
+                    h.stop(Duration::from_secs(2)).await;
+                }
                 if let Some(r) = running.take() {
                     stop_and_teardown(&ctx, None, r, jiff::Timestamp::now() + Duration::from_secs(30)).await;
                 }
@@ -209,11 +214,21 @@ async fn worker(ctx: Arc<Ctx>, mut rx: watch::Receiver<Option<Pod>>, adopt: Opti
                     .map(|t| t.0)
                     .unwrap_or_else(jiff::Timestamp::now)
                     .max(jiff::Timestamp::now() + Duration::from_secs(2));
+                if let Some(h) = host_pod.take() {
+                    let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(30).max(0) as u64;
+                    h.stop(Duration::from_secs(grace)).await;
+                    containers::remove_pod_dir(&ctx, &pod);
+                }
                 if let Some(r) = running.take() {
                     stop_and_teardown(&ctx, Some(&pod), r, deadline).await;
                 }
                 delete_pod_object(&ctx, &pod).await;
                 return;
+            }
+            Some(pod) if containers::runs_processes(&ctx.cfg.images, &pod) => {
+                if host_pod.is_none() {
+                    host_pod = Some(HostPod::start(ctx.clone(), pod));
+                }
             }
             Some(pod) if host_network(&pod) => {
                 let ips = vec![ctx.cfg.node_ip.to_string()];

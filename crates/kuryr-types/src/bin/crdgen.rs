@@ -1,5 +1,6 @@
-//! `kuryr-crdgen`: prints the four CRDs as YAML, or with `--write [DIR]` writes them to
-//! `deploy/crds/` (default: the repository's, found from this crate's location).
+//! `kuryr-crdgen`: prints the four CRDs as YAML, or with `--write [DIR]` writes them to DIR
+//! (default: the repository's `deploy/crds/` and the Helm chart's `charts/kuryr-rs/crds/`, found
+//! from this crate's location).
 
 use anyhow::Context;
 use std::path::PathBuf;
@@ -17,15 +18,18 @@ fn main() -> anyhow::Result<()> {
             }
         }
         Some("--write") => {
-            let dir = args
-                .next()
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds"));
-            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-            for (file, yaml) in &docs {
-                let path = dir.join(file);
-                std::fs::write(&path, yaml).with_context(|| format!("writing {}", path.display()))?;
-                eprintln!("wrote {}", path.display());
+            let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+            let dirs = match args.next() {
+                Some(d) => vec![PathBuf::from(d)],
+                None => vec![repo.join("deploy/crds"), repo.join("charts/kuryr-rs/crds")],
+            };
+            for dir in dirs {
+                std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+                for (file, yaml) in &docs {
+                    let path = dir.join(file);
+                    std::fs::write(&path, yaml).with_context(|| format!("writing {}", path.display()))?;
+                    eprintln!("wrote {}", path.display());
+                }
             }
         }
         Some(other) => {
