@@ -25,7 +25,7 @@ use k8s_openapi::api::{
 use kube::{
     Api, Client, ResourceExt,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions},
-    runtime::{watcher, watcher::Event},
+    runtime::{WatchStreamExt, watcher, watcher::Event},
 };
 use serde_json::json;
 use support::{pod_ready, wait_for, world};
@@ -114,6 +114,12 @@ struct PodHistory {
     _task: JoinHandle<()>,
 }
 
+impl Drop for PodHistory {
+    fn drop(&mut self) {
+        self._task.abort();
+    }
+}
+
 fn active(p: &Pod) -> bool {
     p.metadata.deletion_timestamp.is_none()
 }
@@ -132,7 +138,9 @@ impl PodHistory {
         let checking = Arc::new(AtomicBool::new(false));
         let max_total = Arc::new(Mutex::new(0));
         let api: Api<Pod> = Api::namespaced(client, ns);
-        let stream = watcher(api, watcher::Config::default().labels(labels));
+        // With back-off: once the test's API server is gone the watch fails at once, forever,
+        // and without a pause that loop would never yield (and hold the runtime's shutdown).
+        let stream = watcher(api, watcher::Config::default().labels(labels)).default_backoff();
         let (p, v, c, m) = (
             pods.clone(),
             violations.clone(),
