@@ -17,6 +17,7 @@ pub mod workload;
 use std::{fmt::Debug, sync::Arc, time::Duration};
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{
     Api, Client, Resource,
     runtime::{WatchStreamExt, reflector, reflector::Store, watcher},
@@ -150,6 +151,33 @@ where
         }
     });
     (reader, handle)
+}
+
+/// Synced caches of every pod and every node, the `Notify` their changes ping, and the guard
+/// that stops both watches (what the scheduler and the pod garbage collector start from).
+pub(crate) async fn pods_and_nodes(
+    client: &Client,
+) -> Result<(Store<Pod>, Store<Node>, Arc<Notify>, AbortOnDrop), Error> {
+    let notify = Arc::new(Notify::new());
+    let (pods, h1) = spawn_reflector(
+        Api::<Pod>::all(client.clone()),
+        watcher::Config::default(),
+        notify.clone(),
+    );
+    let (nodes, h2) = spawn_reflector(
+        Api::<Node>::all(client.clone()),
+        watcher::Config::default(),
+        notify.clone(),
+    );
+    let guard = AbortOnDrop(vec![h1, h2]);
+    pods.wait_until_ready()
+        .await
+        .map_err(|_| Error::CacheSync("pods"))?;
+    nodes
+        .wait_until_ready()
+        .await
+        .map_err(|_| Error::CacheSync("nodes"))?;
+    Ok((pods, nodes, notify, guard))
 }
 
 /// Aborts the tasks when dropped.

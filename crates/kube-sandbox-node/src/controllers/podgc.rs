@@ -17,13 +17,11 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{
     Api, Client, ResourceExt,
     api::{DeleteParams, Patch, PatchParams, Preconditions},
-    runtime::watcher,
 };
 use serde_json::json;
-use tokio::sync::Notify;
 use tracing::{info, warn};
 
-use super::{AbortOnDrop, Error, Outcome, spawn_reflector, workload::MANAGER};
+use super::{Error, Outcome, workload::MANAGER};
 
 fn node_of(pod: &Pod) -> Option<&str> {
     pod.spec
@@ -50,25 +48,7 @@ pub fn unscheduled_terminating(pods: &[Arc<Pod>]) -> Vec<Arc<Pod>> {
 
 /// Runs the pod garbage collector forever.
 pub async fn run(client: Client) -> Result<(), Error> {
-    let notify = Arc::new(Notify::new());
-    let (pods, h1) = spawn_reflector(
-        Api::<Pod>::all(client.clone()),
-        watcher::Config::default(),
-        notify.clone(),
-    );
-    let (nodes, h2) = spawn_reflector(
-        Api::<Node>::all(client.clone()),
-        watcher::Config::default(),
-        notify.clone(),
-    );
-    let _guard = AbortOnDrop(vec![h1, h2]);
-    pods.wait_until_ready()
-        .await
-        .map_err(|_| Error::CacheSync("pods"))?;
-    nodes
-        .wait_until_ready()
-        .await
-        .map_err(|_| Error::CacheSync("nodes"))?;
+    let (pods, nodes, notify, _guard) = super::pods_and_nodes(&client).await?;
     let node_api: Api<Node> = Api::all(client.clone());
     info!("pod garbage collector running");
     loop {

@@ -18,16 +18,13 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{
     Api, Client, ResourceExt,
     api::{Patch, PatchParams, PostParams},
-    runtime::watcher,
 };
 use serde_json::json;
-use tokio::sync::Notify;
 use tracing::{info, warn};
 
 use super::{
-    AbortOnDrop, Error,
+    Error,
     predicates::{NOT_READY, UNSCHEDULABLE, fits_node_affinity, node_ready, node_taints, taint, tolerates},
-    spawn_reflector,
 };
 use crate::events::{EventType, Recorder, reference};
 
@@ -138,25 +135,7 @@ fn unschedulable_message(pod: &Pod) -> Option<String> {
 
 /// Runs the scheduler forever.
 pub async fn run(client: Client) -> Result<(), Error> {
-    let notify = Arc::new(Notify::new());
-    let (pods, h1) = spawn_reflector(
-        Api::<Pod>::all(client.clone()),
-        watcher::Config::default(),
-        notify.clone(),
-    );
-    let (nodes, h2) = spawn_reflector(
-        Api::<Node>::all(client.clone()),
-        watcher::Config::default(),
-        notify.clone(),
-    );
-    let _guard = AbortOnDrop(vec![h1, h2]);
-    pods.wait_until_ready()
-        .await
-        .map_err(|_| Error::CacheSync("pods"))?;
-    nodes
-        .wait_until_ready()
-        .await
-        .map_err(|_| Error::CacheSync("nodes"))?;
+    let (pods, nodes, notify, _guard) = super::pods_and_nodes(&client).await?;
     let recorder = Recorder::new(client.clone(), "default-scheduler", None);
     // Bindings we made that the cache may not show yet: pod uid → node.
     let mut bound: HashMap<String, String> = HashMap::new();
