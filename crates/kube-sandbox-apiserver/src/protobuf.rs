@@ -1,6 +1,7 @@
 //! Decoding of the Kubernetes protobuf envelope for the few kinds kubectl's typed generators send
-//! as protobuf (`kubectl create configmap|secret|namespace|serviceaccount`). Only the fields those
-//! generators set are understood; anything else is answered with 415 by the caller.
+//! as protobuf (`kubectl create configmap|secret|namespace|serviceaccount`) and the
+//! DeleteOptions client-go sends with a DELETE (Helm purging its release Secrets). Only the
+//! fields those clients set are understood; anything else is answered with 415 by the caller.
 
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
@@ -211,6 +212,41 @@ fn body(kind: &str, raw: &[u8]) -> Option<Value> {
                 o.insert("automountServiceAccountToken".into(), json!(v != 0));
             }
             ("ConfigMap" | "Secret" | "Namespace" | "ServiceAccount", _, _) => {}
+            // meta/v1 DeleteOptions: its fields start at 1 (there is no metadata).
+            ("DeleteOptions", 1, Field::Varint(v)) => {
+                o.insert("gracePeriodSeconds".into(), json!(v as i64));
+            }
+            ("DeleteOptions", 2, Field::Bytes(d)) => {
+                let mut pre = Map::new();
+                fields(d, |n, f| {
+                    if let Field::Bytes(b) = f {
+                        match n {
+                            1 => {
+                                pre.insert("uid".into(), json!(string(b)?));
+                            }
+                            2 => {
+                                pre.insert("resourceVersion".into(), json!(string(b)?));
+                            }
+                            _ => {}
+                        }
+                    }
+                    Some(())
+                })?;
+                o.insert("preconditions".into(), Value::Object(pre));
+            }
+            ("DeleteOptions", 3, Field::Varint(v)) => {
+                o.insert("orphanDependents".into(), json!(v != 0));
+            }
+            ("DeleteOptions", 4, Field::Bytes(d)) => {
+                o.insert("propagationPolicy".into(), json!(string(d)?));
+            }
+            ("DeleteOptions", 5, Field::Bytes(d)) => {
+                let entry = o.entry("dryRun").or_insert_with(|| json!([]));
+                if let Value::Array(a) = entry {
+                    a.push(json!(string(d)?));
+                }
+            }
+            ("DeleteOptions", _, _) => {}
             _ => return None,
         }
         Some(())
@@ -251,7 +287,7 @@ pub fn decode(b: &[u8]) -> Option<Value> {
         }
         Some(())
     })?;
-    let mut obj = body(&kind, raw?)?;
+    let mut obj = body(&kind, raw.unwrap_or_default())?;
     obj["apiVersion"] = json!(api_version);
     obj["kind"] = json!(kind);
     Some(obj)
@@ -265,6 +301,26 @@ mod tests {
         let mut v = vec![(field << 3 | 2) as u8, d.len() as u8];
         v.extend_from_slice(d);
         v
+    }
+
+    #[test]
+    fn delete_options_envelope() {
+        let tm = [ld(1, b"v1"), ld(2, b"DeleteOptions")].concat();
+        let pre = [ld(1, b"u-1"), ld(2, b"42")].concat();
+        let raw = [vec![1 << 3, 30], ld(2, &pre), ld(4, b"Background"), ld(5, b"All")].concat();
+        let env = [MAGIC.to_vec(), ld(1, &tm), ld(2, &raw)].concat();
+        assert_eq!(
+            decode(&env).expect("decodes"),
+            json!({"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 30,
+                   "preconditions": {"uid": "u-1", "resourceVersion": "42"},
+                   "propagationPolicy": "Background", "dryRun": ["All"]})
+        );
+        // client-go's empty DeleteOptions.
+        let env = [MAGIC.to_vec(), ld(1, &tm), ld(2, b"")].concat();
+        assert_eq!(
+            decode(&env).expect("decodes"),
+            json!({"apiVersion": "v1", "kind": "DeleteOptions"})
+        );
     }
 
     #[test]

@@ -46,6 +46,15 @@ pub enum Attributes<'a> {
     },
 }
 
+/// The name a field selector requires exactly (`metadata.name=x` or `metadata.name==x`, alone or
+/// among other terms), as the real server's request info takes it for list and watch.
+pub fn selected_name(selector: &str) -> Option<&str> {
+    selector.split(',').find_map(|term| {
+        let (k, v) = term.split_once("==").or_else(|| term.split_once('='))?;
+        (k.trim() == "metadata.name" && !k.ends_with('!') && !v.is_empty()).then_some(v.trim())
+    })
+}
+
 /// The verb of a resource request.
 pub fn verb(method: &http::Method, has_name: bool, watch: bool, subresource: Option<&str>) -> &'static str {
     use http::Method;
@@ -379,6 +388,10 @@ mod tests {
         assert_eq!(verb(&Method::DELETE, false, false, None), "deletecollection");
         assert_eq!(verb(&Method::PATCH, true, false, Some("status")), "patch");
         assert_eq!(verb(&Method::GET, true, false, Some("exec")), "create");
+        assert_eq!(selected_name("metadata.name=kuryr-daemon"), Some("kuryr-daemon"));
+        assert_eq!(selected_name("spec.nodeName=n1,metadata.name==a"), Some("a"));
+        assert_eq!(selected_name("metadata.name!=a"), None);
+        assert_eq!(selected_name("metadata.namespace=a"), None);
         assert!(discovery_path("/apis/apps/v1"));
         assert!(!discovery_path("/metrics"));
     }

@@ -67,6 +67,22 @@ pub enum HttpError {
     Malformed(String),
 }
 
+impl HttpError {
+    /// Whether the daemon is simply not listening (yet): the connection was refused, or its
+    /// unix socket does not exist. Not for addresses that cannot work (unparsable, unresolvable):
+    /// waiting would not fix those.
+    pub fn is_not_listening(&self) -> bool {
+        let Self::Connect { address, source } = self else {
+            return false;
+        };
+        match source.kind() {
+            std::io::ErrorKind::ConnectionRefused => true,
+            std::io::ErrorKind::NotFound => address.strip_prefix("unix:").is_some_and(|p| !p.is_empty()),
+            _ => false,
+        }
+    }
+}
+
 /// A response: status and body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Response {
@@ -283,6 +299,21 @@ fn dechunk(mut raw: &[u8]) -> Result<Vec<u8>, HttpError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_daemon_not_listening_is_worth_waiting_for() {
+        let e = |address: &str, kind| HttpError::Connect {
+            address: address.into(),
+            source: std::io::Error::from(kind),
+        };
+        use std::io::ErrorKind::*;
+        assert!(e("127.0.0.1:5036", ConnectionRefused).is_not_listening());
+        assert!(e("unix:/run/kuryr/cni.sock", NotFound).is_not_listening());
+        assert!(!e("unix:", NotFound).is_not_listening());
+        assert!(!e("127.0.0.1:5036", NotFound).is_not_listening());
+        assert!(!e("127.0.0.1:99999", InvalidInput).is_not_listening());
+        assert!(!HttpError::Timeout(Duration::from_secs(1)).is_not_listening());
+    }
 
     #[test]
     fn addresses() {

@@ -10,8 +10,13 @@
 //!   stale cached attachments anyway.
 //! * STATUS → success: the daemon answered, so it can serve ADD.
 //!
-//! Daemon unreachable or timing out: error 11 (ADD, DEL, CHECK, GC: the runtime retries, DEL
-//! included), error 50 for STATUS.
+//! Daemon not listening (connection refused, socket missing: restarting during a rolling
+//! upgrade of its DaemonSet): ADD, DEL, CHECK
+//! and GC keep trying to connect, with a growing pause (50 ms to 1 s), for up to
+//! [`CONNECT_RETRY_WINDOW`] and never past the verb's timeout; a request that reached the
+//! daemon is not re-sent. STATUS does not wait: it reports at once whether the daemon answers.
+//! Daemon still unreachable, or timing out: error 11 (ADD, DEL, CHECK, GC: the runtime retries,
+//! DEL included), error 50 for STATUS.
 
 use kuryr_cni_api::daemon::{DaemonOutcome, interpret_response};
 use kuryr_cni_api::version::SUPPORTED_VERSIONS;
@@ -21,7 +26,9 @@ use serde_json::{Value, json};
 use crate::env::{CniEnv, check_netns_exists};
 use crate::http::{self, HttpError};
 use crate::log::Log;
-use crate::settings::{CONNECT_TIMEOUT, Settings};
+use std::time::{Duration, Instant};
+
+use crate::settings::{CONNECT_RETRY_WINDOW, CONNECT_TIMEOUT, Settings};
 
 /// Largest accepted network configuration on stdin.
 pub const MAX_STDIN: usize = 16 * 1024 * 1024;
@@ -112,25 +119,19 @@ pub fn handle(env: &CniEnv, stdin: &[u8]) -> Result<Option<Value>, CniError> {
     } else {
         settings.other_timeout
     };
-    let outcome = match http::request(
-        &settings.address,
-        method,
-        path,
-        body.as_deref(),
-        CONNECT_TIMEOUT,
-        timeout,
-    ) {
-        Ok(resp) => {
-            log.debug(&format!(
-                "verb={} status={} body_len={}",
-                verb.as_str(),
-                resp.status,
-                resp.body.len()
-            ));
-            interpret_response(verb, resp.status, &resp.body)
-        }
-        Err(e) => DaemonOutcome::Err(transport_error(verb, &e)),
-    };
+    let outcome =
+        match request_retrying_connect(&mut log, verb, &settings, method, path, body.as_deref(), timeout) {
+            Ok(resp) => {
+                log.debug(&format!(
+                    "verb={} status={} body_len={}",
+                    verb.as_str(),
+                    resp.status,
+                    resp.body.len()
+                ));
+                interpret_response(verb, resp.status, &resp.body)
+            }
+            Err(e) => DaemonOutcome::Err(transport_error(verb, &e)),
+        };
     let result = finish(verb, version, env, outcome);
     match &result {
         Ok(_) => log.info(&format!(
@@ -145,6 +146,81 @@ pub fn handle(env: &CniEnv, stdin: &[u8]) -> Result<Option<Value>, CniError> {
         )),
     }
     result
+}
+
+/// The pause before connection attempt number `attempt + 1` (50 ms, doubling, at most 1 s).
+pub fn connect_backoff(attempt: u32) -> Duration {
+    Duration::from_millis(50u64.saturating_mul(1u64 << attempt.min(5))).min(Duration::from_secs(1))
+}
+
+/// Whether a connection failure is worth another attempt: not for STATUS (it reports the
+/// daemon's state now), and only while the pause still ends inside both the retry window
+/// (counted from `started`) and the verb's deadline.
+pub fn should_retry_connect(
+    verb: Verb,
+    started: Instant,
+    deadline: Instant,
+    pause: Duration,
+    now: Instant,
+) -> bool {
+    verb != Verb::Status && now + pause < deadline && now + pause < started + CONNECT_RETRY_WINDOW
+}
+
+/// One request to the daemon; while it cannot be connected to (refused, socket missing), tries
+/// again (see the module docs). Errors after the connection are returned as they are.
+fn request_retrying_connect(
+    log: &mut Log,
+    verb: Verb,
+    settings: &Settings,
+    method: &str,
+    path: &str,
+    body: Option<&[u8]>,
+    timeout: Duration,
+) -> Result<http::Response, HttpError> {
+    let started = Instant::now();
+    let deadline = started + timeout;
+    let mut attempt = 0u32;
+    loop {
+        let remaining = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        match http::request(
+            &settings.address,
+            method,
+            path,
+            body,
+            CONNECT_TIMEOUT.min(remaining),
+            remaining,
+        ) {
+            Err(e) if e.is_not_listening() => {
+                let pause = connect_backoff(attempt);
+                if !should_retry_connect(verb, started, deadline, pause, Instant::now()) {
+                    return Err(e);
+                }
+                if attempt == 0 {
+                    log.info(&format!(
+                        "verb={} daemon={} not reachable ({e}), retrying for up to {:?}",
+                        verb.as_str(),
+                        settings.address,
+                        CONNECT_RETRY_WINDOW.min(timeout)
+                    ));
+                }
+                std::thread::sleep(pause);
+                attempt += 1;
+            }
+            other => {
+                if attempt > 0 {
+                    log.info(&format!(
+                        "verb={} daemon={} reached after {attempt} retries in {:?}",
+                        verb.as_str(),
+                        settings.address,
+                        started.elapsed()
+                    ));
+                }
+                return other;
+            }
+        }
+    }
 }
 
 fn transport_error(verb: Verb, e: &HttpError) -> CniError {
@@ -199,5 +275,41 @@ fn finish(
             })
         }
         (_, DaemonOutcome::Err(e)) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_to_one_second() {
+        let pauses: Vec<u64> = (0..8).map(|a| connect_backoff(a).as_millis() as u64).collect();
+        assert_eq!(pauses, vec![50, 100, 200, 400, 800, 1000, 1000, 1000]);
+        assert_eq!(connect_backoff(u32::MAX), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn retries_stay_inside_the_window_and_the_deadline() {
+        let t0 = Instant::now();
+        let pause = Duration::from_millis(500);
+        let far = t0 + Duration::from_secs(600);
+        assert!(should_retry_connect(Verb::Add, t0, far, pause, t0));
+        assert!(should_retry_connect(Verb::Del, t0, far, pause, t0));
+        assert!(
+            !should_retry_connect(Verb::Status, t0, far, pause, t0),
+            "STATUS reports at once"
+        );
+        // The verb's deadline comes first.
+        assert!(!should_retry_connect(
+            Verb::Add,
+            t0,
+            t0 + Duration::from_millis(400),
+            pause,
+            t0
+        ));
+        // The window ends.
+        let late = t0 + CONNECT_RETRY_WINDOW - Duration::from_millis(100);
+        assert!(!should_retry_connect(Verb::Add, t0, far, pause, late));
     }
 }

@@ -15,6 +15,10 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const DEFAULT_ADD_TIMEOUT: u64 = 180;
 /// Default timeout of the other verbs.
 pub const DEFAULT_OTHER_TIMEOUT: u64 = 60;
+/// How long the plugin keeps trying to *connect* to a daemon that is not listening (restarting
+/// during a rolling upgrade of the DaemonSet, or not started yet), within the verb's timeout.
+/// A request that was delivered is never re-sent: only connection failures are retried.
+pub const CONNECT_RETRY_WINDOW: Duration = Duration::from_secs(60);
 
 /// Resolved settings.
 #[derive(Debug, Clone, PartialEq, Eq)]

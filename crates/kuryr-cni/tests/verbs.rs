@@ -104,19 +104,60 @@ fn daemon_down() {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap().to_string();
     drop(l);
+    // Short timeouts: the plugin keeps trying to connect until the verb's timeout.
+    let short = |version: &str, addr: &str| {
+        let mut c: serde_json::Value = serde_json::from_slice(&conf(version, addr)).unwrap();
+        c["add_timeout"] = json!(1);
+        c["del_timeout"] = json!(1);
+        c
+    };
     for verb in ["ADD", "DEL", "CHECK"] {
-        let mut c: serde_json::Value = serde_json::from_slice(&conf("1.1.0", &addr)).unwrap();
+        let mut c = short("1.1.0", &addr);
         c["prevResult"] = json!({"cniVersion": "1.1.0"});
+        let t = std::time::Instant::now();
         let e = run_plugin(&cni_env(verb, NETNS), serde_json::to_vec(&c).unwrap()).assert_error(11);
         assert_eq!(e["cniVersion"], "1.1.0");
+        assert!(e["msg"].as_str().unwrap().contains("not reachable"), "{e}");
+        let took = t.elapsed();
+        assert!(
+            took >= std::time::Duration::from_millis(600) && took < std::time::Duration::from_secs(4),
+            "{verb}: retried for {took:?}, expected about the 1 s timeout"
+        );
     }
-    run_plugin(&cni_env("GC", NETNS), conf("1.1.0", &addr)).assert_error(11);
-    run_plugin(&cni_env("STATUS", NETNS), conf("1.1.0", &addr)).assert_error(50);
-    run_plugin(
-        &cni_env("ADD", NETNS),
-        conf("0.3.1", "unix:/nonexistent/cni.sock"),
-    )
-    .assert_error(11);
+    let c = serde_json::to_vec(&short("1.1.0", &addr)).unwrap();
+    run_plugin(&cni_env("GC", NETNS), c.clone()).assert_error(11);
+    // STATUS answers at once: it reports whether the daemon is there now.
+    let t = std::time::Instant::now();
+    run_plugin(&cni_env("STATUS", NETNS), c).assert_error(50);
+    assert!(
+        t.elapsed() < std::time::Duration::from_millis(500),
+        "{:?}",
+        t.elapsed()
+    );
+    let c = serde_json::to_vec(&short("0.3.1", "unix:/nonexistent/cni.sock")).unwrap();
+    run_plugin(&cni_env("ADD", NETNS), c).assert_error(11);
+}
+
+/// The daemon restarts (a rolling upgrade of its DaemonSet): an ADD that finds nobody
+/// listening keeps trying and succeeds once the daemon is back, sending its request once.
+#[test]
+fn add_waits_for_a_restarting_daemon() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    drop(l);
+    let plugin = {
+        let addr = addr.clone();
+        std::thread::spawn(move || run_plugin(&cni_env("ADD", NETNS), conf("1.0.0", &addr)))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let d = FakeDaemon::tcp_at(&addr, |r| match r.path.as_str() {
+        "/addNetwork" => Reply::new(202, vif()),
+        _ => Reply::new(404, "not found"),
+    });
+    let r = plugin.join().unwrap();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["ips"][0]["address"], "10.0.0.87/26");
+    assert_eq!(d.requests().len(), 1, "the request is sent once");
 }
 
 #[test]

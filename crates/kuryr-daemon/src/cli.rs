@@ -1,17 +1,22 @@
 //! The daemon process: command line ([`Args`]), configuration ([`load_config`]) and the wiring
 //! of registry, watchers, CNI server, health and metrics servers ([`run`]).
 
-use std::{path::PathBuf, sync::Arc};
+use std::{
+    path::PathBuf,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use axum::Router;
 use kuryr_config::{Config, ConfigErrors};
 use kuryr_runtime::{
-    ConfigArgs, KubeArgs, ServeArgs,
+    ConfigArgs, KubeArgs, ServeArgs, WorkloadArgs,
     http::{self, BindError},
     kubeclient, shutdown_signal,
+    uninstall::{self, Verdict, WorkloadError},
 };
 use tokio::task::JoinHandle;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use crate::{
     binding::{NodeBindings, ovs::OvsBinding},
@@ -22,6 +27,7 @@ use crate::{
     registry::Registry,
     server,
     state::{StateError, StateStore},
+    uninstall::CniFiles,
     watcher,
 };
 
@@ -51,6 +57,19 @@ pub struct Args {
     /// OVSDB socket (default `unix:$OVS_RUNDIR/db.sock`, else `/var/run/openvswitch/db.sock`).
     #[arg(long, env = "KURYR_OVSDB")]
     pub ovsdb: Option<String>,
+    /// The DaemonSet this daemon runs as: when it is gone at shutdown, kuryr-rs is being
+    /// uninstalled and the daemon removes the CNI files below from its host.
+    #[command(flatten)]
+    pub workload: WorkloadArgs,
+    /// The host's CNI bin dir, as mounted here, where `kuryr-cni install` put the plugin.
+    #[arg(long, requires = "workload")]
+    pub cni_bin_dir: Option<PathBuf>,
+    /// The host's CNI conf dir, as mounted here, where `kuryr-cni install` wrote the conflist.
+    #[arg(long, requires = "workload")]
+    pub cni_conf_dir: Option<PathBuf>,
+    /// The conflist's file name (as `kuryr-cni install --conflist-name`).
+    #[arg(long, default_value = "10-kuryr.conflist")]
+    pub cni_conflist_name: String,
 }
 
 /// Why the daemon stopped or could not start.
@@ -82,6 +101,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// `--workload` is malformed.
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
     /// A server or watcher stopped.
     #[error("{0} stopped")]
     Stopped(&'static str),
@@ -132,10 +154,21 @@ async fn bind_api(addr: &str) -> Result<Listener, Error> {
 }
 
 fn serve(l: Listener, router: Router) -> JoinHandle<()> {
+    serve_until(l, router, std::future::pending())
+}
+
+/// Serves until `stop` completes; then the listener is closed at once (new connections are
+/// refused, which the plugin waits out) and the requests in flight are answered before the
+/// task ends.
+fn serve_until(
+    l: Listener,
+    router: Router,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> JoinHandle<()> {
     tokio::spawn(async move {
         let r = match l {
-            Listener::Tcp(l) => axum::serve(l, router).await,
-            Listener::Unix(l) => axum::serve(l, router).await,
+            Listener::Tcp(l) => axum::serve(l, router).with_graceful_shutdown(stop).await,
+            Listener::Unix(l) => axum::serve(l, router).with_graceful_shutdown(stop).await,
         };
         if let Err(e) = r {
             error!(error = %e, "HTTP server failed");
@@ -143,9 +176,15 @@ fn serve(l: Listener, router: Router) -> JoinHandle<()> {
     })
 }
 
+/// How long a daemon told to stop lets the CNI requests in flight finish (an ADD waiting for
+/// its pod's VIF, a DEL unwiring): within the DaemonSet's 30 s grace period, with room for the
+/// uninstall check. A request still running then is cut off and its runtime retries it.
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(20);
+
 /// Runs the daemon with an already loaded `config` until SIGINT/SIGTERM.
 pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
     let node = node_name(args)?;
+    let workload = args.workload.resolve()?;
     let state_dir = args
         .state_dir
         .clone()
@@ -207,8 +246,15 @@ pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
     .await?;
     info!(node = %node, api = %api_addr, health = ?health_l.local_addr().ok(), metrics = ?metrics_l.local_addr().ok(),
         ovsdb = %ovsdb_target, state_dir = %state_dir.display(), "serving");
+    // The CNI API stops on its own signal, before the rest: on SIGTERM (a rolling upgrade, a
+    // drain) it takes no new request and answers those in flight, while the watchers that
+    // an ADD waits on keep running.
+    let (stop_api, api_stopped) = tokio::sync::watch::channel(false);
+    let mut api_task = serve_until(api, server::router(daemon), async move {
+        let mut rx = api_stopped;
+        let _ = rx.wait_for(|stop| *stop).await;
+    });
     let mut tasks = vec![
-        serve(api, server::router(daemon)),
         serve(Listener::Tcp(health_l), health::router(health.clone())),
         serve(Listener::Tcp(metrics_l), metrics::router(metrics)),
     ];
@@ -218,16 +264,101 @@ pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
         registry.clone(),
         health.clone(),
     )));
-    tasks.push(tokio::spawn(watcher::watch_pods(client, node, registry, health)));
+    tasks.push(tokio::spawn(watcher::watch_pods(
+        client.clone(),
+        node,
+        registry,
+        health,
+    )));
     let result = tokio::select! {
+        _ = &mut api_task => Err(Error::Stopped("the CNI API server")),
         _ = futures::future::select_all(tasks.iter_mut()) => Err(Error::Stopped("a server or watcher")),
         _ = shutdown_signal() => Ok(()),
     };
-    for t in tasks {
-        t.abort();
-    }
+    let _ = stop_api.send(true);
+    // The socket goes at once: a plugin connecting now finds none and waits for the next daemon.
     if let Some(path) = api_addr.strip_prefix("unix:") {
         let _ = std::fs::remove_file(path.trim_start_matches("//"));
     }
+    if result.is_ok() {
+        let started = Instant::now();
+        match tokio::time::timeout(DRAIN_LIMIT, &mut api_task).await {
+            Ok(_) => info!(
+                waited_ms = started.elapsed().as_millis() as u64,
+                "stopping: the CNI requests in flight are answered"
+            ),
+            Err(_) => warn!(
+                limit_s = DRAIN_LIMIT.as_secs(),
+                "stopping: CNI requests still in flight are cut off (their runtime retries them)"
+            ),
+        }
+    }
+    api_task.abort();
+    for t in tasks {
+        t.abort();
+    }
+    if let (Ok(()), Some(w), Some(bin_dir), Some(conf_dir)) =
+        (&result, &workload, &args.cni_bin_dir, &args.cni_conf_dir)
+    {
+        if let Verdict::Uninstalling(reason) = uninstall::check(&client, w, Duration::from_secs(3)).await {
+            let files = CniFiles {
+                bin_dir: bin_dir.clone(),
+                conf_dir: conf_dir.clone(),
+                conflist_name: args.cni_conflist_name.clone(),
+            };
+            match tokio::task::spawn_blocking(move || crate::uninstall::remove_cni_files(&files)).await {
+                Ok(removed) => {
+                    info!(reason, removed = ?removed, "uninstall: the CNI files are removed from this host")
+                }
+                Err(e) => error!(error = %e, "uninstall: removing the CNI files failed"),
+            }
+        }
+    }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A stopping daemon answers the request in flight and refuses new connections at once.
+    #[tokio::test]
+    async fn a_stopping_api_answers_requests_in_flight_and_takes_no_new_ones() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let router = Router::new().route(
+            "/addNetwork",
+            axum::routing::post(|| async {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                "wired"
+            }),
+        );
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let task = serve_until(Listener::Tcp(l), router, async move {
+            let mut rx = stopped;
+            let _ = rx.wait_for(|s| *s).await;
+        });
+        let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        conn.write_all(
+            b"POST /addNetwork HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+        )
+        .await
+        .expect("write");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        stop.send(true).expect("stop");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let refused = tokio::net::TcpStream::connect(addr).await;
+        assert!(refused.is_err(), "a new connection while stopping was accepted");
+        let mut answer = String::new();
+        conn.read_to_string(&mut answer).await.expect("read");
+        assert!(
+            answer.starts_with("HTTP/1.1 200") && answer.ends_with("wired"),
+            "{answer}"
+        );
+        tokio::time::timeout(Duration::from_secs(2), task)
+            .await
+            .expect("the server ends once the request is answered")
+            .expect("join");
+    }
 }

@@ -21,5 +21,6 @@ pub mod registry;
 pub mod request;
 pub mod server;
 pub mod state;
+pub mod uninstall;
 pub mod verbs;
 pub mod watcher;

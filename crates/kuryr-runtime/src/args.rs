@@ -32,3 +32,27 @@ pub struct ServeArgs {
     #[arg(long)]
     pub metrics_bind: Option<SocketAddr>,
 }
+
+/// The workload this process runs as (Kubernetes deployments), checked at shutdown to tell an
+/// uninstall from a restart ([`crate::uninstall`]). Absent: no check, nothing released.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct WorkloadArgs {
+    /// `deployment/NAME` or `daemonset/NAME`: when it is gone at shutdown, kuryr-rs is being
+    /// uninstalled and this process releases what it holds for itself.
+    #[arg(long, env = "KURYR_WORKLOAD")]
+    pub workload: Option<String>,
+    /// Namespace of `--workload` (the pod's, from the downward API).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub workload_namespace: Option<String>,
+}
+
+impl WorkloadArgs {
+    /// The workload, when one is named.
+    pub fn resolve(&self) -> Result<Option<crate::uninstall::Workload>, crate::uninstall::WorkloadError> {
+        let Some(spec) = self.workload.as_deref().filter(|s| !s.is_empty()) else {
+            return Ok(None);
+        };
+        let ns = self.workload_namespace.as_deref().unwrap_or("default");
+        crate::uninstall::Workload::parse(spec, ns).map(Some)
+    }
+}

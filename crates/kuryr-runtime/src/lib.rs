@@ -11,16 +11,19 @@
 //!   `token_file` and the TLS options, else `KUBECONFIG`/in-cluster;
 //! * [`http`] — binding (`[::]` with an IPv4 fallback) and serving the health and metrics
 //!   servers, `/ready` + `/alive` over a [`http::Probe`], `/metrics` over an [`http::Exposition`];
+//! * [`uninstall`] — at shutdown, whether kuryr-rs is being removed (its workload gone) or
+//!   only restarted;
 //! * [`shutdown_signal`] and [`error_chain`].
 
 pub mod args;
 pub mod http;
 pub mod kubeclient;
 pub mod logging;
+pub mod uninstall;
 
 use std::process::ExitCode;
 
-pub use args::{ConfigArgs, KubeArgs, ServeArgs};
+pub use args::{ConfigArgs, KubeArgs, ServeArgs, WorkloadArgs};
 use kuryr_config::{Config, ConfigErrors, ConfigSources, Role};
 use tracing::info;
 

@@ -17,11 +17,14 @@ fn options(r: &Req) -> ApiResult<DeleteOpts> {
     };
     if !r.body.is_empty() {
         let ct = r.header(http::header::CONTENT_TYPE);
-        if ct.contains("protobuf") {
-            return Err(ApiError::unsupported_body(ct));
-        }
-        let b: Value = serde_json::from_slice(&r.body)
-            .map_err(|e| ApiError::bad_request(format!("decoding DeleteOptions: {e}")))?;
+        let b: Value = if ct.contains("protobuf") {
+            crate::protobuf::decode(&r.body)
+                .filter(|v| v["kind"] == "DeleteOptions")
+                .ok_or_else(|| ApiError::unsupported_body(ct))?
+        } else {
+            serde_json::from_slice(&r.body)
+                .map_err(|e| ApiError::bad_request(format!("decoding DeleteOptions: {e}")))?
+        };
         o.grace = b.get("gracePeriodSeconds").and_then(Value::as_i64);
         o.policy = b
             .get("propagationPolicy")

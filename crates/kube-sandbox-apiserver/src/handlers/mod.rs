@@ -211,16 +211,23 @@ async fn route(app: &Arc<App>, id: &Identity, req: Request) -> ApiResult<Respons
         _ => return Err(ApiError::not_found_path()),
     };
     let watch = watch_path || query.flag("watch");
+    let verb = rbac::verb(&parts.method, name.is_some(), watch, sub);
+    // As the real server: a list or watch narrowed to one object by `metadata.name=` is
+    // authorized as that name, so `resourceNames` rules cover it.
+    let auth_name = match (name, verb) {
+        (None, "list" | "watch") => query.get("fieldSelector").and_then(rbac::selected_name),
+        _ => name,
+    };
     rbac::authorize(
         app,
         id,
         &rbac::Attributes::Resource {
-            verb: rbac::verb(&parts.method, name.is_some(), watch, sub),
+            verb,
             group,
             resource: plural,
             subresource: sub,
             namespace,
-            name,
+            name: auth_name,
         },
     )?;
     if let (true, Some(ns), "pods", Some(n), Some("exec")) = (group.is_empty(), namespace, plural, name, sub)

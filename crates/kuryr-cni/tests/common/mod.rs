@@ -96,8 +96,13 @@ fn serve_one(stream: &mut (impl Read + Write), handler: &Handler, received: &Mut
 
 impl FakeDaemon {
     pub fn tcp(handler: impl Fn(&Received) -> Reply + Send + Sync + 'static) -> Self {
+        Self::tcp_at("127.0.0.1:0", handler)
+    }
+
+    /// A daemon listening on `addr` (e.g. one that a plugin already tries to reach).
+    pub fn tcp_at(addr: &str, handler: impl Fn(&Received) -> Reply + Send + Sync + 'static) -> Self {
         let handler: Handler = Arc::new(handler);
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let l = TcpListener::bind(addr).unwrap();
         let address = l.local_addr().unwrap().to_string();
         let received = Arc::new(Mutex::new(Vec::new()));
         let r = received.clone();

@@ -3,7 +3,10 @@
 
 use std::{
     collections::HashSet,
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -19,18 +22,72 @@ const DELETE_CONCURRENCY: usize = 5;
 /// Wait after a timed-out bulk creation before looking for the ports it made anyway.
 const ADOPT_DELAY: Duration = Duration::from_secs(30);
 
+/// Counts one bulk creation as in flight while it lives (also when its task is cancelled).
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn new(n: &'a AtomicUsize) -> Self {
+        n.fetch_add(1, Ordering::SeqCst);
+        Self(n)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 impl VifPool {
-    /// Executes `req` in the background.
+    /// Executes `req` in the background (not once the pool is closing).
     pub(super) fn spawn_population(self: &Arc<Self>, req: PopulateRequest) {
+        if self.closing.load(Ordering::SeqCst) {
+            debug!(pool = %req.key, "closing: population not started");
+            return;
+        }
         let me = self.clone();
         tokio::spawn(async move {
             let _ = me.execute_population(req).await;
         });
     }
 
+    /// Before the controller hands over or exits: starts no more populations and waits (up
+    /// to `limit`) for the bulk creations Neutron is still working on. A creation cut off by
+    /// the exit would still complete in Neutron, after the next leader listed the ports —
+    /// ports nobody knew until the janitor found them. Returns how many were still in flight
+    /// at the end (0: none lost).
+    pub async fn quiesce(&self, limit: Duration) -> usize {
+        self.closing.store(true, Ordering::SeqCst);
+        let deadline = Instant::now() + limit;
+        let started = Instant::now();
+        let mut waited = false;
+        loop {
+            let n = self.in_flight.load(Ordering::SeqCst);
+            if n == 0 {
+                if waited {
+                    info!(
+                        waited_ms = started.elapsed().as_millis() as u64,
+                        "pool populations in flight finished"
+                    );
+                }
+                return 0;
+            }
+            if Instant::now() >= deadline {
+                warn!(
+                    in_flight = n,
+                    "pool populations still in flight at shutdown: the janitor will find their ports"
+                );
+                return n;
+            }
+            waited = true;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// One bulk creation of `req.count` ports; reports to the state, warms the network cache,
     /// wakes waiting pods. Returns how many ports the pool gained.
     pub(super) async fn execute_population(self: &Arc<Self>, req: PopulateRequest) -> Result<u32, Error> {
+        let _in_flight = InFlight::new(&self.in_flight);
         // Pool ports are always named like upstream's `port_debug` pool ports: harmless, and
         // an operator sees at once what a port is.
         let one = self.port_create(&req.key, req.sgs.as_slice(), Some(POOL_PORT_NAME.into()), None);

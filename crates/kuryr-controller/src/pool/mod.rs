@@ -96,6 +96,10 @@ pub struct VifPool {
     /// Wakes the maintenance loop (a cool-down started, a population ended).
     maintenance: Notify,
     recovered: AtomicBool,
+    /// Shutting down: no new population starts ([`VifPool::quiesce`]).
+    closing: AtomicBool,
+    /// Bulk creations sent to Neutron and not answered yet.
+    in_flight: std::sync::atomic::AtomicUsize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -123,6 +127,8 @@ impl VifPool {
             changed,
             maintenance: Notify::new(),
             recovered: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
+            in_flight: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 

@@ -121,6 +121,32 @@ impl VifPool {
         Ok(n)
     }
 
+    /// Uninstall (after [`VifPool::quiesce`]): deletes the pools' ports (available and
+    /// cooling) and every port tagged for this cluster that the pool does not know at all (a
+    /// bulk creation cut off by an earlier crash, which the janitor would have found later).
+    /// Ports in use by pods stay: they belong to their KuryrPorts. Without tags only the pools'
+    /// ports are deleted (ownership cannot be proven). Returns how many ports were deleted.
+    pub async fn release_for_uninstall(self: &Arc<Self>) -> Result<usize, Error> {
+        let mut deleted = self.free_pools(None).await?;
+        if self.settings.tags.is_empty() {
+            return Ok(deleted);
+        }
+        let ports = super::list_cluster_ports(&*self.neutron, &self.settings, "uninstall").await?;
+        let unknown: Vec<String> = {
+            let st = self.state();
+            ports
+                .iter()
+                .filter(|p| st.port(&p.id).is_none())
+                .map(|p| p.id.clone())
+                .collect()
+        };
+        if !unknown.is_empty() {
+            info!(ports = ?unknown, "uninstall: deleting tagged ports nothing owns");
+            deleted += self.delete_many(&unknown).await?;
+        }
+        Ok(deleted)
+    }
+
     /// Deletes every available and cooling pool port of `network_id` (before the network is
     /// deleted, upstream's `delete_network_pools`), cancels its populations, and refuses new
     /// ports on it; ports in use are deleted when released. Returns how many ports were

@@ -409,3 +409,53 @@ async fn hybrid_plug_ports_are_refused_with_the_reason() {
     );
     assert!(!e.is_retryable());
 }
+
+#[tokio::test]
+async fn uninstall_deletes_pooled_and_unknown_ports_but_not_ports_in_use() {
+    let f = fixture(PoolMode::Neutron);
+    let a = f.acquire("a").await.expect("acquire").expect("port");
+    // A tagged port of this cluster nobody knows (a bulk creation cut off by a crash).
+    let leaked = super::port_create(
+        &settings(PoolMode::Neutron),
+        &kuryr_core::pool::PoolKey::new("node-1", "proj", &f.target.network_id),
+        &["sg-1".to_string()],
+        Vec::new(),
+        None,
+        None,
+    );
+    f.fake
+        .create_ports_bulk(std::slice::from_ref(&leaked))
+        .await
+        .expect("create");
+    assert_eq!(f.fake.ports().len(), 4, "3 of the batch + 1 unknown");
+    assert_eq!(
+        f.pool.quiesce(Duration::from_secs(1)).await,
+        0,
+        "nothing in flight"
+    );
+    let deleted = f.pool.release_for_uninstall().await.expect("release");
+    assert_eq!(deleted, 3, "2 available + 1 unknown");
+    let left: Vec<String> = f.fake.ports().into_iter().map(|p| p.id).collect();
+    assert_eq!(left, vec![a.port.id.clone()], "the port in use stays");
+    // Closing: no new population starts, so a pod finds no port (its caller requeues).
+    let calls = f.fake.calls(ops::PORT_BULK_CREATE);
+    let r = f
+        .pool
+        .acquire(
+            &PortRequest {
+                pod: PodKey::new("ns", "b"),
+                pod_uid: "uid",
+                host: "node-1",
+                target: &f.target,
+            },
+            Duration::from_millis(200),
+        )
+        .await
+        .expect("acquire");
+    assert!(r.is_none(), "{r:?}");
+    assert_eq!(
+        f.fake.calls(ops::PORT_BULK_CREATE),
+        calls,
+        "no bulk request once closing"
+    );
+}
