@@ -5,8 +5,9 @@
 //! UID and the token has not expired.
 //!
 //! Knowingly different from a real API server: tokens are opaque random strings kept in memory
-//! (not signed JWTs; they do not survive a restart of the server, whose objects do not either),
-//! and there are no client certificates, no anonymous user and no legacy Secret-based tokens.
+//! (not signed JWTs; with `--data-dir` they are kept in `tokens.json` there, so they survive a
+//! restart as the objects do), and there are no client certificates, no anonymous user and no
+//! legacy Secret-based tokens.
 
 use std::collections::HashMap;
 
@@ -63,7 +64,7 @@ impl Identity {
 }
 
 /// One minted ServiceAccount token.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Minted {
     namespace: String,
     name: String,
@@ -77,6 +78,8 @@ struct Minted {
 #[derive(Debug, Default)]
 pub struct Tokens {
     minted: RwLock<HashMap<String, Minted>>,
+    /// Where they are kept across restarts (`--data-dir`).
+    file: Option<std::path::PathBuf>,
 }
 
 fn new_token() -> String {
@@ -89,15 +92,38 @@ fn new_token() -> String {
 }
 
 impl Tokens {
+    /// The tokens kept in `file` (none yet when it does not exist); every change is written back.
+    pub fn persisted(file: std::path::PathBuf) -> Result<Self, crate::persist::PersistError> {
+        let minted = crate::persist::read_json(&file)?.unwrap_or_default();
+        Ok(Self {
+            minted: RwLock::new(minted),
+            file: Some(file),
+        })
+    }
     fn lookup(&self, token: &str) -> Option<Minted> {
         self.minted.read().get(token).cloned()
     }
     fn forget(&self, token: &str) {
-        self.minted.write().remove(token);
+        let mut m = self.minted.write();
+        if m.remove(token).is_some() {
+            self.save(&m);
+        }
     }
     /// Drops expired tokens (called now and then so the table does not grow without end).
     fn prune(&self, now: jiff::Timestamp) {
         self.minted.write().retain(|_, m| m.expires > now);
+    }
+    fn insert(&self, token: String, minted: Minted) {
+        let mut m = self.minted.write();
+        m.insert(token, minted);
+        self.save(&m);
+    }
+    fn save(&self, minted: &HashMap<String, Minted>) {
+        if let Some(f) = &self.file
+            && let Err(e) = crate::persist::write_json(f, minted)
+        {
+            tracing::error!(error = %e, "the minted tokens will not survive a restart");
+        }
     }
 }
 
@@ -208,7 +234,7 @@ pub fn token_request(app: &App, namespace: &str, name: &str, body: &[u8]) -> Api
     app.tokens.prune(now);
     let expires = now + jiff::SignedDuration::from_secs(secs);
     let token = new_token();
-    app.tokens.minted.write().insert(
+    app.tokens.insert(
         token.clone(),
         Minted {
             namespace: namespace.into(),

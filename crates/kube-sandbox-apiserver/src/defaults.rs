@@ -508,6 +508,24 @@ fn service_update(old: &Value, new: &mut Value, allocs: &mut Allocs) -> Result<(
     Ok(())
 }
 
+/// Holds again what a stored Service holds (its ClusterIP, its NodePorts): after a restart from
+/// a data dir, before any write.
+pub fn hold_service(obj: &Value, allocs: &mut Allocs) {
+    let Some(spec) = obj.get("spec") else { return };
+    if let Some(ip) = spec
+        .get("clusterIP")
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok())
+    {
+        let _ = allocs.ips.reserve(ip);
+    }
+    for p in spec.get("ports").and_then(Value::as_array).into_iter().flatten() {
+        if let Some(np) = p.get("nodePort").and_then(Value::as_u64) {
+            allocs.node_ports.insert(np as u16);
+        }
+    }
+}
+
 fn release_service(obj: &Value, allocs: &mut Allocs) {
     let Some(spec) = obj.get("spec") else { return };
     if let Some(ip) = spec

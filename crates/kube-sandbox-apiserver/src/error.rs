@@ -27,6 +27,9 @@ pub enum Error {
     /// Waiting for a shutdown signal failed.
     #[error("waiting for signals: {0}")]
     Signal(#[source] std::io::Error),
+    /// The data dir could not be read or written.
+    #[error("data dir: {0}")]
+    DataDir(#[source] crate::persist::PersistError),
 }
 
 /// One field-level cause in `details.causes`.

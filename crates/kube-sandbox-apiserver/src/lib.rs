@@ -16,6 +16,7 @@ pub mod handlers;
 pub mod lifecycle;
 pub mod meta;
 pub mod openapi;
+pub mod persist;
 pub mod protobuf;
 pub mod rbac;
 pub mod registry;
@@ -59,6 +60,11 @@ pub struct Args {
     /// Seconds between watch bookmarks.
     #[arg(long, default_value_t = 30)]
     pub bookmark_interval: u64,
+    /// Keep the objects, the resourceVersion counter, the TLS material and the minted tokens in
+    /// this directory, so that the server can be restarted (or killed) without losing them, as
+    /// with etcd ([`persist`]). Without it everything lives in memory only.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
 }
 
 /// Server configuration (the library form of [`Args`]).
@@ -78,6 +84,8 @@ pub struct Config {
     pub watch_history: usize,
     /// Interval of watch bookmarks.
     pub bookmark_interval: Duration,
+    /// Where the state is kept across restarts (none: memory only).
+    pub data_dir: Option<PathBuf>,
 }
 
 impl Config {
@@ -91,6 +99,7 @@ impl Config {
             kubeconfig,
             watch_history: 10_000,
             bookmark_interval: Duration::from_secs(30),
+            data_dir: None,
         }
     }
 }
@@ -105,6 +114,7 @@ impl From<Args> for Config {
             kubeconfig: a.kubeconfig,
             watch_history: a.watch_history,
             bookmark_interval: Duration::from_secs(a.bookmark_interval.max(1)),
+            data_dir: a.data_dir,
         }
     }
 }
@@ -153,8 +163,7 @@ pub async fn start(config: Config) -> Result<RunningServer, Error> {
     };
     let server_address = SocketAddr::new(host_ip, addr.port());
     let (acceptor, ca_pem) = if config.tls {
-        let hosts = vec![host_ip.to_string(), "127.0.0.1".into(), "localhost".into()];
-        let m = kube_sandbox_machinery::tls::generate(&hosts).map_err(Error::Tls)?;
+        let m = tls_material(config.data_dir.as_deref(), host_ip)?;
         (Some(serve::tls_acceptor(&m)?), Some(m.ca_pem))
     } else {
         (None, None)
@@ -169,17 +178,30 @@ pub async fn start(config: Config) -> Result<RunningServer, Error> {
         config.token.as_deref(),
     )
     .map_err(Error::Kubeconfig)?;
+    let tokens = match &config.data_dir {
+        Some(dir) => auth::Tokens::persisted(dir.join("tokens.json")).map_err(Error::DataDir)?,
+        None => Default::default(),
+    };
     let app = Arc::new(App {
         store: Store::new(config.watch_history, defaults::Allocs::new(config.service_cidr)),
         registry: registry::Registry::new(),
         token: config.token.clone(),
-        tokens: Default::default(),
+        tokens,
         ca_pem: ca_pem.clone(),
         lifecycle: tokio::sync::Notify::new(),
         bookmark_interval: config.bookmark_interval,
         server_address: server_address.to_string(),
     });
-    bootstrap(&app, server_address, config.service_cidr);
+    let restored = match &config.data_dir {
+        Some(dir) => restore(&app, dir)?,
+        None => false,
+    };
+    if !restored {
+        bootstrap(&app, server_address, config.service_cidr);
+    }
+    if let Some(dir) = &config.data_dir {
+        app.store.persist_to(dir).map_err(Error::DataDir)?;
+    }
     let router = axum::Router::new()
         .fallback(handlers::handle)
         .with_state(app.clone());
@@ -197,6 +219,57 @@ pub async fn start(config: Config) -> Result<RunningServer, Error> {
         shutdown: tx,
         tasks,
     })
+}
+
+/// The TLS material: the data dir's, so that clients keep trusting the CA across restarts, or
+/// new (and kept there when there is a data dir).
+fn tls_material(
+    data_dir: Option<&std::path::Path>,
+    host_ip: std::net::IpAddr,
+) -> Result<kube_sandbox_machinery::tls::TlsMaterial, Error> {
+    let file = data_dir.map(|d| d.join("tls.json"));
+    if let Some(f) = &file {
+        std::fs::create_dir_all(data_dir.unwrap_or(f)).map_err(|source| {
+            Error::DataDir(persist::PersistError::Io {
+                what: "creating",
+                path: f.clone(),
+                source,
+            })
+        })?;
+        if let Some(m) = persist::read_json(f).map_err(Error::DataDir)? {
+            return Ok(m);
+        }
+    }
+    let hosts = vec![host_ip.to_string(), "127.0.0.1".into(), "localhost".into()];
+    let m = kube_sandbox_machinery::tls::generate(&hosts).map_err(Error::Tls)?;
+    if let Some(f) = &file {
+        persist::write_json(f, &m).map_err(Error::DataDir)?;
+    }
+    Ok(m)
+}
+
+/// Loads the data dir into the empty store: objects, counter, the CRDs served again and the
+/// Services' ClusterIPs and NodePorts held again. Returns whether anything was there.
+fn restore(app: &App, dir: &std::path::Path) -> Result<bool, Error> {
+    let loaded = persist::load(dir).map_err(Error::DataDir)?;
+    if loaded.is_empty() {
+        return Ok(false);
+    }
+    let (objects, rv) = (loaded.objects.len(), loaded.rv);
+    for (key, obj) in &loaded.objects {
+        match (key.0.as_str(), key.1.as_str()) {
+            ("apiextensions.k8s.io", "customresourcedefinitions") if !meta::is_deleting(obj) => {
+                if let Some(info) = crd::info_from(obj) {
+                    app.registry.register(info);
+                }
+            }
+            ("", "services") => app.store.write(|tx| defaults::hold_service(obj, &mut tx.allocs)),
+            _ => {}
+        }
+    }
+    app.store.restore(loaded);
+    info!(dir = %dir.display(), objects, rv, "state restored from the data dir");
+    Ok(true)
 }
 
 /// Creates an object as the system (no HTTP request), logging failures.

@@ -82,6 +82,8 @@ pub struct Inner {
     /// Set when something the lifecycle task cares about changed (an object with owners or a
     /// deletionTimestamp was written, or an object was removed).
     pub lifecycle_dirty: bool,
+    /// The log every committed change is appended to (`--data-dir`).
+    wal: Option<crate::persist::Wal>,
 }
 
 impl Inner {
@@ -135,6 +137,28 @@ impl Inner {
     pub fn keys(&self) -> Vec<ResKey> {
         self.data.keys().cloned().collect()
     }
+    /// Every object with its resource.
+    fn all_objects(&self) -> impl Iterator<Item = (&ResKey, &Value)> {
+        self.data
+            .iter()
+            .flat_map(|(k, objs)| objs.values().map(move |o| (k, o.as_ref())))
+    }
+
+    /// Folds the log into a snapshot (under the lock: writes wait for it, rarely).
+    fn compact(&mut self) {
+        let Some(mut wal) = self.wal.take() else { return };
+        let started = std::time::Instant::now();
+        match wal.compact(self.rv, self.all_objects()) {
+            Ok(()) => tracing::info!(
+                rv = self.rv,
+                ms = started.elapsed().as_millis() as u64,
+                "data dir compacted"
+            ),
+            Err(e) => tracing::error!(error = %e, "compacting the data dir failed"),
+        }
+        self.wal = Some(wal);
+    }
+
     /// Number of objects of a resource.
     pub fn count(&self, key: &ResKey) -> usize {
         self.data.get(key).map_or(0, |m| m.len())
@@ -249,6 +273,7 @@ impl Store {
                 pending: Vec::new(),
                 allocs,
                 lifecycle_dirty: false,
+                wal: None,
             }),
             tx,
         }
@@ -261,14 +286,51 @@ impl Store {
 
     /// Runs `f` with write access; the events it produced are broadcast before the lock is
     /// released, so the broadcast order is the resourceVersion order.
+    /// With a data dir, the events are in its log before anybody sees them.
     pub fn write<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
         let mut g = self.inner.lock();
         let out = f(&mut g);
+        let Inner { pending, wal, .. } = &mut *g;
+        if let Some(w) = wal.as_mut().filter(|_| !pending.is_empty()) {
+            let logged = pending
+                .iter()
+                .try_for_each(|ev| w.append(ev))
+                .and_then(|()| w.flush());
+            if let Err(e) = logged {
+                tracing::error!(error = %e, "appending to the data dir's log failed: these changes will not survive a restart");
+            }
+        }
         for ev in g.pending.drain(..) {
             // No receivers is fine.
             let _ = self.tx.send(ev);
         }
+        if g.wal.as_ref().is_some_and(crate::persist::Wal::wants_compaction) {
+            g.compact();
+        }
         out
+    }
+
+    /// Fills an empty store with what a data dir held (no events: nobody watches yet); watches
+    /// can only start from now on.
+    pub fn restore(&self, loaded: crate::persist::Loaded) {
+        let mut g = self.inner.lock();
+        for (key, obj) in loaded.objects {
+            let at = (meta::namespace(&obj).to_string(), meta::name(&obj).to_string());
+            g.data.entry(key).or_default().insert(at, Arc::new(obj));
+        }
+        g.rv = g.rv.max(loaded.rv);
+        g.history_start = g.rv;
+        g.lifecycle_dirty = true;
+    }
+
+    /// Starts logging every committed change into `dir` (a snapshot of the current state is
+    /// written first).
+    pub fn persist_to(&self, dir: &std::path::Path) -> Result<(), crate::persist::PersistError> {
+        let mut g = self.inner.lock();
+        let rv = g.rv;
+        let wal = crate::persist::open_wal(dir, rv, g.all_objects())?;
+        g.wal = Some(wal);
+        Ok(())
     }
 
     /// Subscribes to future events and runs `f` under the same lock, so that nothing is missed

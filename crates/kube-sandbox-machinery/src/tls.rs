@@ -16,7 +16,7 @@ use rcgen::{
 };
 
 /// PEM material for the HTTPS mode.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct TlsMaterial {
     /// The CA certificate clients trust.
     pub ca_pem: String,

@@ -315,6 +315,8 @@ pub struct NeutronConf {
     pub region_name: Option<String>,
     /// `endpoint_type` (`public`, `admin`, `internal`).
     pub endpoint_type: String,
+    /// `endpoint_override`: Neutron's URL instead of the catalog's.
+    pub endpoint_override: Option<String>,
     /// `cafile`.
     pub cafile: Option<String>,
     /// `certfile`.
@@ -509,6 +511,9 @@ impl Groups {
             neutron: NeutronConf {
                 region_name: r.str_opt("neutron", "region_name").filter(|s| !s.is_empty()),
                 endpoint_type: r.string("neutron", "endpoint_type"),
+                endpoint_override: r
+                    .str_opt("neutron", "endpoint_override")
+                    .filter(|s| !s.is_empty()),
                 cafile: r.str_opt("neutron", "cafile").filter(|s| !s.is_empty()),
                 certfile: r.str_opt("neutron", "certfile").filter(|s| !s.is_empty()),
                 keyfile: r.str_opt("neutron", "keyfile").filter(|s| !s.is_empty()),

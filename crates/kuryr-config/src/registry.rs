@@ -268,6 +268,7 @@ pub static OPTIONS: &[OptSpec] = &[
     opt("neutron", "vif_plugging_timeout", INT, Some("0"), "Unused.").from(LIB),
     opt("neutron", "region_name", STR, None, "Region of the Neutron (and Octavia) endpoints.").from(LIB),
     opt("neutron", "endpoint_type", OptKind::Choice(&["public", "admin", "internal"]), Some("public"), "Catalog interface of the endpoints.").from(LIB),
+    opt("neutron", "endpoint_override", STR, None, "Neutron's URL with its version (e.g. https://neutron.example.org:9696/v2.0), used instead of the catalog's (keystoneauth's adapter option; a kuryr-rs addition).").from(KS),
     // ---- [neutron] keystoneauth session options
     opt("neutron", "cafile", STR, None, "CA bundle for HTTPS to OpenStack.").from(KS),
     opt("neutron", "certfile", STR, None, "Client certificate for OpenStack.").from(KS),
@@ -326,6 +327,7 @@ pub fn is_auth_option(name: &str) -> bool {
             && !matches!(
                 o.name,
                 "cafile"
+                    | "endpoint_override"
                     | "certfile"
                     | "keyfile"
                     | "insecure"

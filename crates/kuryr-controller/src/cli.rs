@@ -124,7 +124,8 @@ pub async fn connect_openstack(
 ) -> Result<OpenStack, Error> {
     let auth = kuryr_config::resolve_cloud_auth(config, &|k| std::env::var(k).ok())
         .map_err(|e| Error::CloudAuth(Box::new(e)))?;
-    let opts = kuryr_openstack::ConnectOptions::from_env(config.neutron.timeout);
+    let mut opts = kuryr_openstack::ConnectOptions::from_env(config.neutron.timeout);
+    opts.network_endpoint = config.neutron.endpoint_override.clone();
     let real = kuryr_openstack::OpenStackNeutron::connect(&auth, &opts, metrics.clone())
         .await
         .map_err(Error::Neutron)?;

@@ -127,8 +127,11 @@ impl OpError {
     }
 
     /// Whether this is a failure of the daemon itself (counts towards `cni_failures_count`).
+    /// A VIF that cannot be wired ([`Error::Spec`]) is bad input in a KuryrPort, not a sick
+    /// daemon: counting it made the liveness probe restart the daemon again and again, and
+    /// every pod of the node with it, over one bad object.
     pub fn is_internal(&self) -> bool {
-        matches!(self, Self::Spec { .. } | Self::Binding { .. } | Self::State(_))
+        matches!(self, Self::Binding { .. } | Self::State(_))
     }
 
     /// The CNI error body (upstream codes: 4 bad parameters, 3 pod gone, 11 timeout, 999 other).
@@ -142,10 +145,14 @@ impl OpError {
             Self::KuryrPortTimeout { .. } | Self::ActivationTimeout { .. } | Self::DelTimeout(_) => {
                 CniError::new(ErrorCode::TryAgainLater, self.to_string())
             }
+            // The controller replaces what it cannot read: the runtime should ask again.
+            Self::Spec { .. } => {
+                CniError::new(ErrorCode::TryAgainLater, self.to_string()).with_details(error_chain(self))
+            }
             Self::CheckFailed { problems, .. } => {
                 CniError::new(ErrorCode::Generic, self.to_string()).with_details(problems.join("; "))
             }
-            Self::Spec { .. } | Self::Binding { .. } | Self::State(_) => {
+            Self::Binding { .. } | Self::State(_) => {
                 CniError::new(ErrorCode::DaemonInternal, self.to_string()).with_details(error_chain(self))
             }
         }
@@ -175,5 +182,21 @@ mod tests {
         let e = OpError::NoNetns("/x".into()).to_cni();
         assert_eq!(kuryr_cni_api::daemon::http_status_for(e.code), 400);
         assert!(e.msg.contains("/x"));
+    }
+
+    /// A VIF that cannot be wired is bad input in a KuryrPort: the runtime tries again (the
+    /// controller rewrites what it cannot read), and it does not count towards the daemon's
+    /// failure limit (the liveness probe would restart the daemon over one bad object).
+    #[test]
+    fn a_bad_vif_is_retried_and_not_a_daemon_failure() {
+        let e = OpError::Spec {
+            key: "ns/p".into(),
+            ifname: "eth0".into(),
+            source: crate::binding::spec::SpecError::MissingPortId,
+        };
+        assert!(!e.is_internal());
+        let c = e.to_cni();
+        assert_eq!(c.code, ErrorCode::TryAgainLater);
+        assert!(c.details.contains("no port id"), "{c:?}");
     }
 }

@@ -9,6 +9,7 @@
 //! ([`burst`]); the tests under `tests/` use it for the end-to-end list.
 
 pub mod burst;
+pub mod chaos;
 pub mod cluster;
 pub mod error;
 pub mod metrics;
@@ -31,4 +32,19 @@ pub use error::Error;
 /// Installs the process-wide rustls provider kube needs (idempotent).
 pub fn init_crypto() {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+}
+
+/// An error and its causes on one line (`a: b: c`).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        src = c.source();
+    }
+    s
 }

@@ -36,6 +36,9 @@ pub struct NeutronPort {
     pub security_groups: Vec<String>,
     /// Tags.
     pub tags: Vec<String>,
+    /// Name.
+    #[serde(default)]
+    pub name: String,
 }
 
 const SCRIPT: &str = r#"
@@ -53,7 +56,7 @@ print(json.dumps([{
     "host": p.binding_host_id or "", "device_owner": p.device_owner or "",
     "device_id": p.device_id or "", "network_id": p.network_id or "",
     "project_id": p.project_id or "", "security_groups": p.security_group_ids or [],
-    "tags": p.tags or []} for p in ports]))
+    "tags": p.tags or [], "name": p.name or ""} for p in ports]))
 "#;
 
 /// Runs an openstacksdk `script` with `args` against the sandbox cloud (one `/usr/bin/python3`

@@ -348,7 +348,7 @@ fn client(
 }
 
 /// A fresh TCP connection; the server writes its name and closes.
-fn tcp_probe(addr: SocketAddr, expect: &str, timeout: Duration) -> Result<(), String> {
+pub(crate) fn tcp_probe(addr: SocketAddr, expect: &str, timeout: Duration) -> Result<(), String> {
     let deadline = Instant::now() + timeout;
     let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("connect: {e}"))?;
     let mut got = Vec::with_capacity(64);

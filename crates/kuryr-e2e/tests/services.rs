@@ -651,14 +651,6 @@ async fn octavia_outage_is_retried_with_events_and_converges_when_it_returns() {
     let controller_pid = cluster.pid("controller");
 
     // Octavia goes away; whatever happens next, it comes back before the test ends.
-    struct Restore;
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new(kuryr_e2e::cluster::repo_root().join("sandbox/up"))
-                .args(["--nodes", "2"])
-                .output();
-        }
-    }
     let sandbox = kuryr_e2e::cluster::repo_root().join("sandbox");
     check(
         &cluster,
@@ -668,7 +660,7 @@ async fn octavia_outage_is_retried_with_events_and_converges_when_it_returns() {
             std::process::Command::new(sandbox.join("down")).args(["--component", "octavia-api"]),
         ),
     );
-    let restore = Restore;
+    let restore = RestoreCloud;
     let ports = [("http", 80, "TCP", 8080)];
     let vip = check(
         &cluster,

@@ -28,6 +28,10 @@ pub struct ConnectOptions {
     /// clouds.yaml to read besides the SDK's own search path (`./clouds.yaml`,
     /// `~/.config/openstack/`, `/etc/openstack/`, `$OS_CLIENT_CONFIG_PATH`).
     pub clouds_file: Option<PathBuf>,
+    /// Neutron's URL, version included (`[neutron] endpoint_override`, as keystoneauth's adapter
+    /// option): used instead of the catalog's, without version discovery. Everything else
+    /// (Keystone, Octavia) still comes from the catalog.
+    pub network_endpoint: Option<String>,
 }
 
 impl Default for ConnectOptions {
@@ -36,6 +40,7 @@ impl Default for ConnectOptions {
             connect_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(30),
             clouds_file: None,
+            network_endpoint: None,
         }
     }
 }
@@ -68,8 +73,22 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
 }
 
-/// The SDK's cloud configuration for `auth`.
+/// The SDK's cloud configuration for `auth`, with the Network endpoint override of `opts`.
 pub fn cloud_config(auth: &CloudAuth, opts: &ConnectOptions) -> Result<CloudConfig> {
+    let mut cfg = auth_config(auth, opts)?;
+    if let Some(url) = opts.network_endpoint.as_deref().filter(|u| !u.is_empty()) {
+        // The SDK takes per-service overrides from its catch-all options (as clouds.yaml's
+        // `network_endpoint_override`); built through serde because their value type is the
+        // SDK's own.
+        let extra: CloudConfig =
+            serde_json::from_value(json!({"network_endpoint_override": url, "network_skip_discovery": true}))
+                .map_err(|e| connect_err("config", "[neutron] endpoint_override", Some(Box::new(e))))?;
+        cfg.options.extend(extra.options);
+    }
+    Ok(cfg)
+}
+
+fn auth_config(auth: &CloudAuth, opts: &ConnectOptions) -> Result<CloudConfig> {
     match auth {
         CloudAuth::CloudsYaml { cloud, region_name } => {
             let file =

@@ -54,11 +54,86 @@ pub struct KuryrPortSpec {
 }
 
 /// Status of a KuryrPort: the VIFs by interface name (`eth0` is the default one).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
+//
+// Read leniently: the CRD's schema lets anything into `vifs` (upstream's does too), and one
+// unreadable KuryrPort must not make every list of KuryrPorts fail (a watch that cannot decode
+// its initial list never starts, which stalled every handler of the controller and every ADD of
+// the node). Entries that do not read as a VIF are kept aside in `invalid`, with the reason, and
+// are never written back. (A plain comment: the doc line above is the CRD's description.)
+#[derive(Serialize, Clone, Debug, PartialEq, JsonSchema, Default)]
 pub struct KuryrPortStatus {
     /// VIFs by interface name: `{default: bool, vif: <os-vif versioned object primitive>}`.
     #[schemars(schema_with = "preserve_object")]
     pub vifs: BTreeMap<String, VifEntry>,
+    /// Entries of `vifs` that could not be read: interface name → (the entry, why).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub invalid: BTreeMap<String, InvalidVif>,
+}
+
+/// An entry of `status.vifs` that is not a VIF.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InvalidVif {
+    /// The entry as written.
+    pub raw: serde_json::Value,
+    /// Why it could not be read.
+    pub error: String,
+}
+
+impl InvalidVif {
+    /// The Neutron port ID the entry names, when it names one where a VIF would
+    /// (`vif.versioned_object.data.id`): the port can then still be released.
+    pub fn port_id(&self) -> Option<&str> {
+        self.raw
+            .get("vif")?
+            .get("versioned_object.data")?
+            .get("id")?
+            .as_str()
+            .filter(|s| !s.is_empty())
+    }
+}
+
+impl<'de> Deserialize<'de> for KuryrPortStatus {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Raw {
+            #[serde(default)]
+            vifs: Option<serde_json::Value>,
+        }
+        let raw = Raw::deserialize(d)?;
+        let mut out = KuryrPortStatus::default();
+        match raw.vifs {
+            None | Some(serde_json::Value::Null) => {}
+            Some(serde_json::Value::Object(m)) => {
+                for (name, entry) in m {
+                    match serde_json::from_value::<VifEntry>(entry.clone()) {
+                        Ok(e) => {
+                            out.vifs.insert(name, e);
+                        }
+                        Err(e) => {
+                            out.invalid.insert(
+                                name,
+                                InvalidVif {
+                                    raw: entry,
+                                    error: e.to_string(),
+                                },
+                            );
+                        }
+                    }
+                }
+            }
+            Some(other) => {
+                out.invalid.insert(
+                    String::new(),
+                    InvalidVif {
+                        error: format!("status.vifs is not an object: {other}"),
+                        raw: other,
+                    },
+                );
+            }
+        }
+        Ok(out)
+    }
 }
 
 impl KuryrPortStatus {

@@ -47,7 +47,8 @@ pub fn tags(config: &kuryr_config::Config, cluster_tag: Option<&str>) -> Result<
 pub async fn neutron(config: &kuryr_config::Config) -> Result<Arc<OpenStackNeutron>, Error> {
     let auth = kuryr_config::resolve_cloud_auth(config, &|k| std::env::var(k).ok())
         .map_err(|e| Error::CloudAuth(Box::new(e)))?;
-    let opts = ConnectOptions::from_env(config.neutron.timeout);
+    let mut opts = ConnectOptions::from_env(config.neutron.timeout);
+    opts.network_endpoint = config.neutron.endpoint_override.clone();
     let n = OpenStackNeutron::connect(&auth, &opts, Arc::new(NoopObserver))
         .await
         .map_err(|source| Error::Neutron {

@@ -109,6 +109,7 @@ async fn kuryrport(client: &Client, pod: &Pod, vif: Option<kuryr_types::Vif>) {
     if let Some(vif) = vif {
         let status = KuryrPortStatus {
             vifs: [("eth0".to_string(), VifEntry { default: true, vif })].into(),
+            ..Default::default()
         };
         let p = json!({"status": status});
         api.patch(&name, &PatchParams::default(), &Patch::Merge(&p))

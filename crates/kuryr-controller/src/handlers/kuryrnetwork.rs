@@ -24,7 +24,7 @@ use kuryr_core::config::TagPolicy;
 use kuryr_openstack::Neutron;
 use kuryr_types::{KuryrNetwork, constants::KURYRNETWORK_FINALIZER};
 use serde_json::Value;
-use tracing::{error, info};
+use tracing::{debug, error, info, warn};
 
 use super::scaffold::{self, ErrorKind, Flow, Handler, HandlerError, Then, api_code, kube_kind};
 use crate::{Context, finalizer};
@@ -256,6 +256,8 @@ pub struct KnObserved {
     pub ns_name: String,
     /// The namespace's UID: not read yet / read (`None` once the namespace is gone).
     pub ns_uid: Option<Option<String>>,
+    /// The network is complete in `status` but Neutron says its subnet does not exist.
+    pub subnet_missing: bool,
 }
 
 impl Handler for KnHandler {
@@ -274,16 +276,30 @@ impl Handler for KnHandler {
         } else {
             kn.spec.ns_name.clone()
         };
+        // A complete network is checked against Neutron (one read): its subnet may have been
+        // deleted behind our back, or the status may come from another cloud.
+        let mut subnet_missing = false;
+        if matches!(plan::next_step(kn), Step::Done | Step::SyncLabels)
+            && let Some(id) = kn.status.as_ref().and_then(|st| st.subnet_id.clone())
+        {
+            match self.neutron.get_subnet(&id).await {
+                Ok(_) => {}
+                Err(e) if e.is_not_found() => subnet_missing = true,
+                // Neutron unreachable: nothing to conclude; the next pass looks again.
+                Err(e) => debug!(ns = %ns, subnet = %id, error = %e, "cannot check the namespace subnet"),
+            }
+        }
         Ok(KnObserved {
             kn: KuryrNetwork::clone(kn),
             ns,
             ns_name,
             ns_uid: None,
+            subnet_missing,
         })
     }
 
     fn plan(&self, o: &KnObserved) -> scaffold::Plan<Step> {
-        plan::plan(&o.kn)
+        plan::plan(&o.kn, o.subnet_missing)
     }
 
     async fn execute(&self, o: &KnObserved, step: Step) -> Result<Flow<KnObserved>, Error> {
@@ -394,6 +410,25 @@ impl Handler for KnHandler {
                 patch(&api, kn, "status.routerId", &plan::status_router(&router)).await?
             }
             Step::SyncLabels => patch(&api, kn, "status.nsLabels", &plan::status_labels(kn)).await?,
+            Step::Rebuild => {
+                let st = kn.status.clone().unwrap_or_default();
+                let (net, sub) = (st.net_id.unwrap_or_default(), st.subnet_id.unwrap_or_default());
+                let note = format!(
+                    "subnet {sub} of network {net} no longer exists in Neutron: building the namespace network again"
+                );
+                warn!(%ns, network = %net, subnet = %sub, "namespace subnet missing: rebuilding");
+                ctx.events
+                    .warning(&target, "NamespaceSubnetMissing", note, "Reconcile")
+                    .await;
+                // The network gone too: its pools are of no use (the steps make a new one). A
+                // network still there is found again by name and its pools serve on.
+                let net_gone =
+                    !net.is_empty() && matches!(neutron.get_network(&net).await, Err(e) if e.is_not_found());
+                if net_gone && let Err(e) = self.pools.free_network(&net).await {
+                    warn!(%ns, network = %net, error = %crate::error_chain(&e), "freeing the old network's pools failed");
+                }
+                patch(&api, kn, "status", &plan::status_cleared()).await?
+            }
             Step::Finalize => {
                 finalize(kn, self, ns, &o.ns_name).await?;
                 match finalizer::remove(&api, kn, KURYRNETWORK_FINALIZER).await {
@@ -417,6 +452,8 @@ impl Handler for KnHandler {
                 ns: o.ns.clone(),
                 ns_name: o.ns_name.clone(),
                 ns_uid,
+                // Rebuilt or just written: what Neutron has was decided by this pass.
+                subnet_missing: false,
             }),
             None => Flow::Stop(Then::AwaitChange),
         })

@@ -206,6 +206,14 @@ impl Handler for KpHandler {
                 lock(&self.first_seen).remove(&key);
                 info!(%ns, pod = %name, ports = ?ids, "ports released");
             }
+            Step::WarnInvalidVifs(what) => {
+                let note = format!("unreadable entries in KuryrPort {ns}/{name}: {}", what.join("; "));
+                warn!(%ns, pod = %name, problems = ?what, "KuryrPort has unreadable VIFs");
+                self.ctx
+                    .events
+                    .warning(&self.event_target(&o.kp), "InvalidVIF", note, "Reconcile")
+                    .await;
+            }
             Step::RemoveFinalizer => {
                 let api: Api<KuryrPort> = Api::namespaced(self.ctx.client.clone(), ns);
                 match finalizer::remove(&api, &o.kp, KURYRPORT_FINALIZER).await {

@@ -28,6 +28,7 @@ mod inspect;
 pub mod janitor;
 pub mod manager;
 pub mod netcache;
+mod nodes;
 pub mod recovery;
 mod release;
 pub mod settings;
@@ -100,6 +101,10 @@ pub struct VifPool {
     closing: AtomicBool,
     /// Bulk creations sent to Neutron and not answered yet.
     in_flight: std::sync::atomic::AtomicUsize,
+    /// Hosts whose Node is gone ([`nodes`]).
+    gone_hosts: Mutex<HashSet<String>>,
+    /// The nodes, once listed ([`nodes`]).
+    live_nodes: Mutex<Option<HashSet<String>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -129,6 +134,8 @@ impl VifPool {
             recovered: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             in_flight: std::sync::atomic::AtomicUsize::new(0),
+            gone_hosts: Mutex::new(HashSet::new()),
+            live_nodes: Mutex::new(None),
         })
     }
 

@@ -23,14 +23,19 @@ pub fn in_use_refs(kuryrports: &[KuryrPort]) -> Vec<InUseRef> {
     for kp in kuryrports {
         let Some(status) = &kp.status else { continue };
         let pod = PodKey::new(kp.namespace().unwrap_or_default(), kp.name_any());
-        for entry in status.vifs.values() {
-            if let Some(id) = &entry.vif.id {
-                out.push(InUseRef {
-                    port_id: id.clone(),
-                    pod: pod.clone(),
-                    host: kp.spec.pod_node_name.clone(),
-                });
-            }
+        // An unreadable entry naming a port still holds it: the pod may be wired with it.
+        let ids = status.vifs.values().filter_map(|e| e.vif.id.clone()).chain(
+            status
+                .invalid
+                .values()
+                .filter_map(|e| e.port_id().map(String::from)),
+        );
+        for id in ids {
+            out.push(InUseRef {
+                port_id: id,
+                pod: pod.clone(),
+                host: kp.spec.pod_node_name.clone(),
+            });
         }
     }
     out
@@ -89,6 +94,9 @@ impl VifPool {
             });
         }
         self.recovered.store(true, Ordering::SeqCst);
+        // Pools of nodes deleted while no controller ran.
+        let me = self.clone();
+        tokio::spawn(async move { me.free_pools_of_missing_nodes().await });
         self.publish_stats();
         self.changed.send_modify(|v| *v += 1);
         info!(

@@ -122,8 +122,13 @@ impl PortSource for Pooled {
     fn run_background(self: Arc<Self>, client: Client) -> BoxFuture<'static, ()> {
         let pool = self.0.clone();
         Box::pin(async move {
-            // The janitor may finish (off without tags); maintenance runs forever.
-            tokio::join!(pool.clone().run_maintenance(), pool.run_janitor(client));
+            // The janitor may finish (off without tags); maintenance and the node watch run
+            // forever.
+            tokio::join!(
+                pool.clone().run_maintenance(),
+                pool.clone().run_janitor(client.clone()),
+                pool.run_node_watch(client)
+            );
         })
     }
 

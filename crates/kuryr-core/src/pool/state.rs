@@ -45,6 +45,8 @@ pub struct PoolState {
     tickets: BTreeMap<TicketId, Ticket>,
     next_ticket: TicketId,
     closed_networks: BTreeSet<String>,
+    /// Hosts whose node is gone: like closed networks, no port is handed out or created there.
+    closed_hosts: BTreeSet<String>,
     /// Ports in use per pod (index for idempotent requests).
     holders: HashMap<PodKey, Vec<String>>,
 }
@@ -60,6 +62,7 @@ impl PoolState {
             tickets: BTreeMap::new(),
             next_ticket: 1,
             closed_networks: BTreeSet::new(),
+            closed_hosts: BTreeSet::new(),
             holders: HashMap::new(),
         }
     }
@@ -89,7 +92,7 @@ impl PoolState {
                 populate: None,
             });
         }
-        if self.closed_networks.contains(&key.network_id) {
+        if self.is_closed(&key.network_id, &key.host) {
             return Decision::Wait {
                 reason: WaitReason::NetworkClosed,
                 populate: None,
@@ -164,7 +167,7 @@ impl PoolState {
     /// Issues a population for `key` if [`plan`] asks for one and the bounds allow it.
     fn maybe_populate(&mut self, key: &PoolKey, now: Instant) -> Option<PopulateRequest> {
         if self.tickets.len() >= self.cfg.max_concurrent_bulk as usize
-            || self.closed_networks.contains(&key.network_id)
+            || self.is_closed(&key.network_id, &key.host)
         {
             return None;
         }
@@ -199,7 +202,7 @@ impl PoolState {
     /// Starts populating `key` with `sgs` ahead of any pod (upstream's KuryrNetwork
     /// population / pool manager), if the pool is below its minimum.
     pub fn prepopulate(&mut self, key: &PoolKey, sgs: &SgSet, now: Instant) -> Option<PopulateRequest> {
-        if self.closed_networks.contains(&key.network_id) {
+        if self.is_closed(&key.network_id, &key.host) {
             return None;
         }
         let pool = self.pools.entry(key.clone()).or_default();
@@ -219,7 +222,7 @@ impl PoolState {
         now: Instant,
     ) -> Option<PopulateRequest> {
         if count == 0
-            || self.closed_networks.contains(&key.network_id)
+            || self.is_closed(&key.network_id, &key.host)
             || self.tickets.len() >= self.cfg.max_concurrent_bulk as usize
         {
             return None;
@@ -261,7 +264,7 @@ impl PoolState {
     /// whose answer was lost to a timeout created it after all) as available in `key` under
     /// `sgs`. Returns `false` if the port is already known or its network is closed.
     pub fn adopt_available(&mut self, port_id: &str, key: PoolKey, sgs: SgSet) -> bool {
-        if self.closed_networks.contains(&key.network_id) {
+        if self.is_closed(&key.network_id, &key.host) {
             return false;
         }
         self.adopt(port_id, key, sgs, PortState::Available)
@@ -368,7 +371,7 @@ impl PoolState {
             }
         }
         let key = e.key.clone();
-        let closed = self.closed_networks.contains(&key.network_id);
+        let closed = self.is_closed(&key.network_id, &key.host);
         let pool = self.pools.entry(key).or_default();
         pool.in_use = pool.in_use.saturating_sub(1);
         let pooled = pool.available() + pool.cooling;
@@ -454,7 +457,8 @@ impl PoolState {
             };
             let key = e.key.clone();
             let sgs = e.sgs.clone();
-            let closed = self.closed_networks.contains(&key.network_id);
+            let closed =
+                self.closed_networks.contains(&key.network_id) || self.closed_hosts.contains(&key.host);
             let pool = self.pools.entry(key).or_default();
             pool.cooling = pool.cooling.saturating_sub(1);
             let full = self.cfg.max != 0 && pool.available() + pool.cooling >= self.cfg.max;
@@ -502,9 +506,9 @@ impl PoolState {
                 out.populate.push(req);
             }
         }
-        let closed = &self.closed_networks;
+        let (nets, hosts) = (&self.closed_networks, &self.closed_hosts);
         self.pools
-            .retain(|k, p| !(closed.contains(&k.network_id) && p.is_idle()));
+            .retain(|k, p| !((nets.contains(&k.network_id) || hosts.contains(&k.host)) && p.is_idle()));
         out
     }
 
@@ -541,6 +545,11 @@ impl PoolState {
     /// No port is handed out on this network any more (its pools were deleted).
     pub fn network_closed(&self, network_id: &str) -> bool {
         self.closed_networks.contains(network_id)
+    }
+
+    /// Whether the pool of `(network, host)` is closed (its network deleted or its node gone).
+    fn is_closed(&self, network_id: &str, host: &str) -> bool {
+        self.closed_networks.contains(network_id) || self.closed_hosts.contains(host)
     }
 
     /// Populations in flight.

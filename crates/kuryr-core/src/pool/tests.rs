@@ -386,6 +386,46 @@ fn delete_network_pools_drains_and_closes() {
     );
 }
 
+#[test]
+fn a_closed_host_gets_no_port_and_no_population_and_deletes_what_comes_back() {
+    let t0 = Instant::now();
+    let mut st = PoolState::new(PoolConfig { min: 2, ..cfg() });
+    let k = key("w0");
+    let s = sgs(&["a"]);
+    let r = st.prepopulate(&k, &s, t0).unwrap();
+    st.complete_population(r.ticket, ids("x", 3)).unwrap();
+    let used = take(&mut st, &pod(1), &k, &s, t0).port_id;
+    let mut del = st.close_host(&k.host);
+    del.sort();
+    assert_eq!(del.len(), 2, "the available ports go: {del:?}");
+    assert!(matches!(
+        st.request(&pod(3), &k, &s, t0),
+        Decision::Wait {
+            reason: WaitReason::NetworkClosed,
+            populate: None
+        }
+    ));
+    // The pod of the lost node goes: its port is deleted, not pooled.
+    assert_eq!(st.release(&used, t0).unwrap(), ReleaseDecision::Delete);
+    for id in del.iter().chain([&used]) {
+        assert!(st.confirm_deleted(id), "{id}");
+    }
+    // No population for it on the next passes, and its idle pool is dropped.
+    let out = st.tick(t0 + Duration::from_secs(600));
+    assert!(out.populate.is_empty(), "{out:?}");
+    assert!(st.stats().is_empty());
+    st.check_invariants().unwrap();
+    // A node of that name comes back: pools fill on demand again.
+    assert!(st.reopen_host(&k.host));
+    assert!(matches!(
+        st.request(&pod(4), &k, &s, t0),
+        Decision::Wait {
+            populate: Some(_),
+            ..
+        }
+    ));
+}
+
 /// xorshift64*: deterministic, no dependency.
 struct Rng(u64);
 

@@ -170,7 +170,8 @@ pub enum WaitReason {
         /// When the next cooling port becomes available, if any.
         until: Option<Instant>,
     },
-    /// The network's pools were deleted ([`super::PoolState::delete_network_pools`]).
+    /// The network's pools were deleted ([`super::PoolState::delete_network_pools`]), or the
+    /// node's ([`super::PoolState::close_host`]).
     NetworkClosed,
 }
 

@@ -12,6 +12,9 @@
 //! * `kuryr-e2e service-report --namespace a --clients a,b`: a Service over the `app=web` pods
 //!   of `a`, its load balancer, and its VIP probed from every pod of `a` and `b`.
 //! * `kuryr-e2e service-burst --services N --backends M`: `bench/service-burst`'s measurement.
+//! * `kuryr-e2e chaos [--scenarios a,b] [--iterations N] [--short]`: `bench/chaos`, faults
+//!   injected under churn, each followed by an audit; `kuryr-e2e chaos-proxy`: the
+//!   fault-injecting proxy in front of Neutron it uses (needs no cluster).
 
 use std::{
     collections::BTreeMap,
@@ -94,6 +97,10 @@ enum Cmd {
         #[arg(long, value_delimiter = ',', required = true)]
         clients: Vec<String>,
     },
+    /// Faults injected under pod and Service churn, each followed by an audit (bench/chaos).
+    Chaos(kuryr_e2e::chaos::cli::ChaosArgs),
+    /// The fault-injecting proxy in front of Neutron (bench/chaos; needs no cluster).
+    ChaosProxy(kuryr_e2e::chaos::cli::ProxyArgs),
     /// N Services created at once over M backends, measured (bench/service-burst).
     ServiceBurst {
         /// Services.
@@ -436,6 +443,15 @@ async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
+    if let Cmd::ChaosProxy(p) = &args.cmd {
+        return match kuryr_e2e::chaos::cli::proxy(p).await {
+            Ok(_) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("kuryr-e2e chaos-proxy: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let cluster = match Cluster::attach(&args.state_dir) {
         Ok(c) => c,
         Err(e) => {
@@ -472,6 +488,8 @@ async fn main() -> ExitCode {
                 .map_err(anyhow::Error::from),
             Err(e) => Err(e.into()),
         },
+        Cmd::Chaos(a) => kuryr_e2e::chaos::cli::run(&cluster, &a).await,
+        Cmd::ChaosProxy(_) => Ok(true),
         Cmd::ServiceBurst {
             services,
             backends,

@@ -124,3 +124,15 @@ pub fn kuryrctl_json(cluster: &Cluster, args: &[&str]) -> (i32, serde_json::Valu
         .unwrap_or_else(|e| panic!("kuryrctl {} -o json: {e}: {text} {stderr}", args.join(" ")));
     (out.status.code().unwrap_or(-1), doc, stderr)
 }
+
+/// Brings back whatever a test stopped in the sandbox cloud (`sandbox/up --nodes 2` starts the
+/// missing components) when dropped, even when the test fails.
+pub struct RestoreCloud;
+
+impl Drop for RestoreCloud {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(kuryr_e2e::cluster::repo_root().join("sandbox/up"))
+            .args(["--nodes", "2"])
+            .output();
+    }
+}

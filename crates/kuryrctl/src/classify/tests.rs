@@ -26,6 +26,7 @@ fn kp(ns: &str, name: &str, uid: &str, port: Option<&str>) -> KuryrPort {
         vif.active = Some(true);
         k.status = Some(KuryrPortStatus {
             vifs: [("eth0".to_string(), VifEntry { default: true, vif })].into(),
+            ..Default::default()
         });
     }
     k

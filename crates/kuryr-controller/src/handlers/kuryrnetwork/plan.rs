@@ -27,6 +27,9 @@ pub enum Step {
     AttachRouter,
     /// `status.nsLabels` differs from `spec.nsLabels`.
     SyncLabels,
+    /// Complete in `status`, but its subnet is gone from Neutron (deleted by hand, or an old
+    /// status): clear the recorded IDs so that the steps above build the network again.
+    Rebuild,
     /// Everything exists.
     Done,
 }
@@ -36,9 +39,14 @@ fn set(v: Option<&String>) -> bool {
 }
 
 /// The handler's plan for `kn`: its next step (each step records its result in `status`, and
-/// the scaffold plans again from the written object), nothing once done or gone.
-pub fn plan(kn: &KuryrNetwork) -> scaffold::Plan<Step> {
-    match next_step(kn) {
+/// the scaffold plans again from the written object), nothing once done or gone;
+/// `subnet_missing`: Neutron said the recorded subnet does not exist.
+pub fn plan(kn: &KuryrNetwork, subnet_missing: bool) -> scaffold::Plan<Step> {
+    let step = match next_step(kn) {
+        Step::Done | Step::SyncLabels if subnet_missing => Step::Rebuild,
+        s => s,
+    };
+    match step {
         Step::Done => scaffold::Plan::nothing("namespace network complete", Then::Periodic),
         Step::Gone => scaffold::Plan::nothing("deleted, our finalizer gone", Then::AwaitChange),
         step => scaffold::Plan::steps("next recorded step", vec![step], Then::Periodic),
@@ -101,6 +109,11 @@ pub fn is_namespace_network_name(name: &str, ns: &str) -> bool {
 /// Description of created resources: the comma-joined tags, as upstream (its GC read it).
 pub fn description(tags: &[String]) -> Option<String> {
     (!tags.is_empty()).then(|| tags.join(","))
+}
+
+/// Merge patch clearing what [`Step::Rebuild`] builds again.
+pub fn status_cleared() -> Value {
+    json!({"status": {"netId": null, "subnetId": null, "subnetCIDR": null, "routerId": null, "populated": null}})
 }
 
 /// Merge patch of `status.netId`.
@@ -204,6 +217,28 @@ mod tests {
         k.metadata.finalizers = Some(vec!["other".into()]);
         assert_eq!(next_step(&k), Step::Gone);
         assert_eq!(finalizers_without_ours(&k), vec!["other".to_string()]);
+    }
+
+    #[test]
+    fn a_complete_network_whose_subnet_is_gone_is_built_again() {
+        let mut k = kn();
+        k.status = Some(KuryrNetworkStatus {
+            net_id: Some("n".into()),
+            subnet_id: Some("s".into()),
+            subnet_cidr: Some("10.10.1.0/24".into()),
+            router_id: Some("r".into()),
+            ns_labels: Some(k.spec.ns_labels.clone()),
+            ..Default::default()
+        });
+        assert!(plan(&k, false).steps.is_empty(), "complete");
+        assert_eq!(plan(&k, true).steps, vec![Step::Rebuild]);
+        // Being deleted: finalized as always (a missing subnet is fine there).
+        k.metadata.deletion_timestamp = Some(Time(Default::default()));
+        assert_eq!(plan(&k, true).steps, vec![Step::Finalize]);
+        assert_eq!(
+            status_cleared(),
+            json!({"status": {"netId": null, "subnetId": null, "subnetCIDR": null, "routerId": null, "populated": null}})
+        );
     }
 
     #[test]

@@ -54,6 +54,8 @@ pub struct Activation {
     client: Client,
     metrics: Arc<Metrics>,
     events: Events,
+    /// Consecutive failed polls (for the log).
+    failures: std::sync::atomic::AtomicU32,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -80,6 +82,7 @@ impl Activation {
             client,
             metrics,
             events,
+            failures: std::sync::atomic::AtomicU32::new(0),
         })
     }
 
@@ -128,9 +131,22 @@ impl Activation {
                 ..PortFilter::default()
             };
             let ports = match self.neutron.list_ports(&filter).await {
-                Ok(p) => p,
+                Ok(p) => {
+                    let failed = self.failures.swap(0, std::sync::atomic::Ordering::Relaxed);
+                    if failed > 0 {
+                        info!(failed_polls = failed, "activation checks answered again");
+                    }
+                    p
+                }
                 Err(e) => {
-                    warn!(ports = q.ids.len(), error = %e, "activation check failed; retrying at the next poll");
+                    // Neutron away: said once, then every 20th poll (about every 10 s), not
+                    // twice a second.
+                    let n = self.failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if n % 20 == 0 {
+                        warn!(ports = q.ids.len(), failed_polls = n + 1, error = %e, "activation check failed; retrying at the next poll");
+                    } else {
+                        debug!(ports = q.ids.len(), error = %e, "activation check failed again");
+                    }
                     continue;
                 }
             };

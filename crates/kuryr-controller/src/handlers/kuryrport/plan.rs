@@ -27,6 +27,9 @@ pub enum Step {
     WarnPortKept,
     /// Give these ports back to their pools (or delete them).
     ReleasePorts(Vec<String>),
+    /// Entries of `status.vifs` are not VIFs (written by hand or by another version): say which
+    /// and why on the pod (`InvalidVIF`); a default one is replaced.
+    WarnInvalidVifs(Vec<String>),
     /// Remove [`KURYRPORT_FINALIZER`].
     RemoveFinalizer,
 }
@@ -82,12 +85,34 @@ fn has_vifs(kp: &KuryrPort) -> bool {
     kp.status.as_ref().is_some_and(|s| !s.vifs.is_empty())
 }
 
-/// The Neutron port IDs in `kp`'s `status.vifs`.
+/// The Neutron port IDs in `kp`'s `status.vifs` (unreadable entries included, when they
+/// name a port where a VIF would).
 pub fn port_ids(kp: &KuryrPort) -> Vec<String> {
-    kp.status
+    let mut ids: Vec<String> = kp
+        .status
         .iter()
         .flat_map(|s| s.vifs.values())
         .filter_map(|e| e.vif.id.clone())
+        .collect();
+    ids.extend(invalid_port_ids(kp));
+    ids
+}
+
+/// Port IDs named by unreadable entries of `status.vifs`.
+pub fn invalid_port_ids(kp: &KuryrPort) -> Vec<String> {
+    kp.status
+        .iter()
+        .flat_map(|s| s.invalid.values())
+        .filter_map(|e| e.port_id().map(String::from))
+        .collect()
+}
+
+/// The unreadable entries of `status.vifs`, as `name: why`.
+fn invalid_vifs(kp: &KuryrPort) -> Vec<String> {
+    kp.status
+        .iter()
+        .flat_map(|s| s.invalid.iter())
+        .map(|(name, e)| format!("status.vifs[{name:?}]: {}", e.error))
         .collect()
 }
 
@@ -118,8 +143,20 @@ pub fn plan(kp: &KuryrPort, pod: PodState) -> Plan {
             ),
         };
     }
+    let invalid = invalid_vifs(kp);
     if has_vifs(kp) {
-        return Plan::steps("VIFs assigned", vec![Step::TrackInactive], Then::AwaitChange);
+        let mut steps = vec![Step::TrackInactive];
+        if !invalid.is_empty() {
+            steps.insert(0, Step::WarnInvalidVifs(invalid));
+        }
+        return Plan::steps("VIFs assigned", steps, Then::AwaitChange);
+    }
+    if !invalid.is_empty() && pod == PodState::Running {
+        // No readable VIF: the pod's port is written again. A port the unreadable entry names
+        // is the pod's in the pool (recovery counts it as in use), so the pool hands that same
+        // port back and the running pod keeps its wiring; otherwise a new one is assigned.
+        let steps = vec![Step::WarnInvalidVifs(invalid), Step::AssignPort];
+        return Plan::steps("unreadable VIFs written again", steps, Then::AwaitChange);
     }
     match pod {
         PodState::Missing => Plan::steps(
@@ -179,6 +216,41 @@ mod tests {
             }
         }
         serde_json::from_value(v).expect("pod")
+    }
+
+    fn with_garbage(mut k: KuryrPort, vifs: serde_json::Value) -> KuryrPort {
+        k.status = Some(serde_json::from_value(json!({ "vifs": vifs })).expect("lenient status"));
+        k
+    }
+
+    #[test]
+    fn unreadable_vifs_are_told_and_written_again_and_released_with_the_kuryrport() {
+        let port_named = json!({"default": true, "vif": {"versioned_object.data": {"id": "p-old"}}});
+        let k = with_garbage(kp(), json!({"eth0": port_named}));
+        let p = plan(&k, PodState::Running);
+        assert!(
+            matches!(&p.steps[0], Step::WarnInvalidVifs(w) if w[0].contains("eth0")),
+            "{p:?}"
+        );
+        assert_eq!(p.steps[1..], [Step::AssignPort]);
+        // Nothing the entry names: just a new port.
+        let k = with_garbage(kp(), json!({"eth0": "x"}));
+        let p = plan(&k, PodState::Running);
+        assert_eq!(p.steps.len(), 2);
+        assert_eq!(p.steps[1], Step::AssignPort);
+        // A readable default and an unreadable extra entry: told, nothing else.
+        let k = with_vif(with_garbage(kp(), json!({"eth1": 7})), "p1");
+        let p = plan(&k, PodState::NotRead);
+        assert!(matches!(&p.steps[0], Step::WarnInvalidVifs(_)));
+        assert_eq!(p.steps[1], Step::TrackInactive);
+        // Deleted: the unreadable entry's port is released too.
+        let k = deleted(with_garbage(kp(), json!({"eth0": port_named_again()})));
+        let p = plan(&k, PodState::Missing);
+        assert_eq!(p.steps[0], Step::ReleasePorts(vec!["p-old".into()]));
+    }
+
+    fn port_named_again() -> serde_json::Value {
+        json!({"default": true, "vif": {"versioned_object.data": {"id": "p-old"}}})
     }
 
     #[test]

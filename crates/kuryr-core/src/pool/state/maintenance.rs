@@ -63,6 +63,19 @@ impl PoolState {
         self.drain(|k| k.network_id == network_id)
     }
 
+    /// The node is gone for good: its pools are drained ([`PoolState::delete_host_pools`]) and
+    /// closed as a deleted network's are — no port is handed out or created there, ports
+    /// released later are deleted after their cool-down — until [`PoolState::reopen_host`].
+    pub fn close_host(&mut self, host: &str) -> Vec<String> {
+        self.closed_hosts.insert(host.to_string());
+        self.delete_host_pools(host)
+    }
+
+    /// A node of that name is back: its pools fill again on demand.
+    pub fn reopen_host(&mut self, host: &str) -> bool {
+        self.closed_hosts.remove(host)
+    }
+
     /// A node was removed: its pools' available and cooling ports are to be deleted and
     /// populations cancelled. Pools come back on demand if the node does.
     pub fn delete_host_pools(&mut self, host: &str) -> Vec<String> {
