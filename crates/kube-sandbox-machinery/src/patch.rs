@@ -71,10 +71,18 @@ pub enum PatchError {
 }
 
 /// Applies RFC 6902 operations one by one (on a document the caller discards on error), with
-/// the real server's (Go json-patch) leniency: a `test` for `null` succeeds when the path is
-/// missing but its parent exists — kube-rs's finalizer helper relies on it
-/// (`test /metadata/finalizers == null`, then `add`).
+/// the real server's leniency (kube-apiserver applies JSON patches with Go's
+/// `gopkg.in/evanphx/json-patch.v4`, whose object lookup never fails on a missing key):
+/// * a `test` for `null` succeeds when the path is missing but its parent exists — kube-rs's
+///   finalizer helper relies on it (`test /metadata/finalizers == null`, then `add`);
+/// * a `replace` of a key missing from an existing object sets it, as `add` would —
+///   upstream Kuryr's `replace /status/nsLabels` on a KuryrNetwork whose status has no
+///   labels yet relies on it (a missing parent is still an error, as there).
 fn apply_json_patch(doc: &mut Value, ops: &json_patch::Patch) -> Result<(), PatchError> {
+    let parent_is_object = |doc: &Value, path: &str| {
+        let parent = path.rsplit_once('/').map_or("", |(p, _)| p);
+        doc.pointer(parent).is_some_and(Value::is_object)
+    };
     for op in &ops.0 {
         if let json_patch::PatchOperation::Test(t) = op
             && t.value.is_null()
@@ -86,6 +94,18 @@ fn apply_json_patch(doc: &mut Value, ops: &json_patch::Patch) -> Result<(), Patc
                     continue;
                 }
             }
+        }
+        if let json_patch::PatchOperation::Replace(r) = op
+            && doc.pointer(r.path.as_str()).is_none()
+            && parent_is_object(doc, r.path.as_str())
+        {
+            let add = json_patch::PatchOperation::Add(json_patch::AddOperation {
+                path: r.path.clone(),
+                value: r.value.clone(),
+            });
+            json_patch::patch(doc, std::slice::from_ref(&add))
+                .map_err(|e| PatchError::Invalid(format!("the JSON patch could not be applied: {e}")))?;
+            continue;
         }
         json_patch::patch(doc, std::slice::from_ref(op))
             .map_err(|e| PatchError::Invalid(format!("the JSON patch could not be applied: {e}")))?;

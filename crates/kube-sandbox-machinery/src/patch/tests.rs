@@ -421,6 +421,29 @@ fn json_patch_test_null_on_missing_path_like_go() {
 }
 
 #[test]
+fn json_patch_replace_of_a_missing_key_adds_it_like_go() {
+    // Upstream Kuryr: replace /status/nsLabels on a KuryrNetwork whose status has none yet.
+    let cur = json!({"metadata": {"name": "a"}, "status": {"netId": "n"}});
+    let body = br#"[{"op":"replace","path":"/status/nsLabels","value":{"a":"b"}}]"#;
+    let out = apply_patch(PatchType::Json, &cur, body, None).unwrap();
+    assert_eq!(out["status"], json!({"netId": "n", "nsLabels": {"a": "b"}}));
+    // Replacing the whole status when there is none: its parent (the object) exists.
+    let body = br#"[{"op":"replace","path":"/status","value":{}}]"#;
+    let out = apply_patch(PatchType::Json, &json!({"metadata": {"name": "a"}}), body, None).unwrap();
+    assert_eq!(out["status"], json!({}));
+    // A missing parent is still an error (422 "doc is missing path" there).
+    let body = br#"[{"op":"replace","path":"/spec/x/y","value":1}]"#;
+    assert!(matches!(
+        apply_patch(PatchType::Json, &cur, body, None),
+        Err(PatchError::Invalid(_))
+    ));
+    // Array indices out of range too.
+    let cur = json!({"metadata": {"name": "a", "finalizers": ["f"]}});
+    let body = br#"[{"op":"replace","path":"/metadata/finalizers/3","value":"g"}]"#;
+    assert!(apply_patch(PatchType::Json, &cur, body, None).is_err());
+}
+
+#[test]
 fn status_subresource_apply_entries_are_separate() {
     let cur = json!({"apiVersion": "openstack.org/v1", "kind": "KuryrPort",
                      "metadata": {"name": "kp"}, "spec": {"podUid": "u"}});
