@@ -239,7 +239,10 @@ start_daemon() {
 # alive PID: the process exists and is not a zombie (PID 1 here may reap late).
 alive() {
   local state
-  state=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 1
+  state=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  # The state follows the command name, which may hold spaces and parentheses.
+  state=${state##*) }
+  state=${state%% *}
   [[ -n $state && $state != Z ]]
 }
 

@@ -12,7 +12,7 @@ mod common;
 use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
 use common::{openstack::*, *};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::{
     Api, Client, ResourceExt,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
@@ -72,21 +72,6 @@ async fn cleanup(n: &OpenStackNeutron, router: &str, tag: &str) -> usize {
         }
     }
     total
-}
-
-async fn ready_node(client: &Client, name: &str) {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let node: Node = serde_json::from_value(json!({"metadata": {"name": name}})).expect("node");
-    match nodes.create(&PostParams::default(), &node).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => panic!("creating node {name}: {e}"),
-    }
-    let status = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
-    nodes
-        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .expect("node status");
 }
 
 async fn labelled_namespace(client: &Client, name: &str, labels: &[(&str, &str)]) {

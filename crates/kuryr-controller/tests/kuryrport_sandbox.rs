@@ -135,6 +135,9 @@ async fn pods_get_pooled_ports_and_released_ports_are_reused() {
             create_namespace(&env.client, ns).await;
         }
         let nodes = topo.nodes();
+        for node in &nodes {
+            ready_node(&env.client, node).await;
+        }
         assert!(nodes.len() >= 2, "{HINT} (need 2 nodes, have {nodes:?})");
         let ctrl = InProcess::start(&env.client, config.clone()).await;
 
@@ -351,6 +354,9 @@ async fn controller_killed_mid_burst_recovers_and_accounts_for_every_port() {
             create_namespace(&env.client, ns).await;
         }
         let nodes = topo.nodes();
+        for node in &nodes {
+            ready_node(&env.client, node).await;
+        }
         let (health, metrics) = (free_port(), free_port());
         let first = spawn_controller(&env.server.kubeconfig, &files, health, metrics, &log);
         wait_for("controller ready", Duration::from_secs(60), async || {
@@ -525,6 +531,9 @@ async fn warm_pool_burst_figures() {
             create_namespace(&env.client, ns).await;
         }
         let nodes = topo.nodes();
+        for node in &nodes {
+            ready_node(&env.client, node).await;
+        }
         let (health, metrics) = (free_port(), free_port());
         let child = spawn_controller(&env.server.kubeconfig, &files, health, metrics, &log);
         let pid = child.id().expect("pid");
@@ -647,6 +656,9 @@ async fn noop_driver_creates_and_deletes_one_port_per_pod() {
             create_namespace(&env.client, ns).await;
         }
         let nodes = topo.nodes();
+        for node in &nodes {
+            ready_node(&env.client, node).await;
+        }
         let ctrl = InProcess::start(&env.client, config.clone()).await;
         let t = Instant::now();
         let pods = create_pods(&env.client, &namespaces, &nodes, "n", 6).await;
@@ -714,6 +726,7 @@ async fn over_quota_is_an_event_on_the_pod_and_retried_until_it_fits() {
         let ns = "kp-quota";
         create_namespace(&env.client, ns).await;
         let node = topo.nodes()[0].clone();
+        ready_node(&env.client, &node).await;
         let ctrl = InProcess::start(&env.client, config.clone()).await;
         let pods = create_pods(&env.client, &[ns], std::slice::from_ref(&node), "q", 1).await;
         let ev = wait_for(

@@ -500,17 +500,18 @@ async fn bad_requests_get_errors_and_the_daemon_keeps_serving() {
     assert!(m.contains("outcome=\"invalid\""), "{m}");
     assert!(m.contains("kuryr_cni_failures_total 0"), "{m}");
 
-    // Failures of the daemon itself (here: a VIF class without a binding driver) are 500s with
-    // code 999; after [cni_daemon] cni_failures_count (3) of them /alive fails, as upstream.
+    // A VIF the daemon cannot wire (here: a class without a binding driver) is bad input in a
+    // KuryrPort, not a sick daemon: "try again later" (the controller rewrites what it cannot
+    // read), with the reason, and it does not count towards the failure limit.
     let mut vif = kuryr_types::Vif::new(kuryr_types::VifKind::VlanNested, "nested-port");
     vif.address = Some("fa:16:3e:00:00:01".into());
     put_kuryrport(&cluster.client, "nested", &d.node, "u-nested", &vif).await;
     let args = format!("K8S_POD_NAMESPACE={NS};K8S_POD_NAME=nested;K8S_POD_UID=u-nested");
-    for i in 1..=3 {
+    for _ in 1..=3 {
         let (st, resp) = d.raw("POST", "/addNetwork", body("ADD", &podns.path, &args).as_bytes());
-        assert_eq!(st, 500, "{resp}");
+        assert_eq!(st, 504, "{resp}");
         let v: Value = serde_json::from_str(&resp).unwrap();
-        assert_eq!(v["code"], json!(999), "{resp}");
+        assert_eq!(v["code"], json!(11), "{resp}");
         assert!(
             v["details"]
                 .as_str()
@@ -518,9 +519,35 @@ async fn bad_requests_get_errors_and_the_daemon_keeps_serving() {
                 .contains("no binding driver for VIF class VIFVlanNested"),
             "{resp}"
         );
+    }
+    assert_eq!(d.health("/alive").0, 200, "a bad VIF is not the daemon's failure");
+
+    // Failures of the daemon itself (here: its state file cannot be written) are 500s with
+    // code 999; after [cni_daemon] cni_failures_count (3) of them /alive fails, as upstream.
+    // Nothing is wired: the attachment is recorded before wiring.
+    let mut vif = kuryr_types::Vif::new(kuryr_types::VifKind::OpenVSwitch, "state-port");
+    vif.address = Some("fa:16:3e:00:00:02".into());
+    put_kuryrport(&cluster.client, "unrecorded", &d.node, "u-unrecorded", &vif).await;
+    std::fs::create_dir_all(state.path().join("c-bad.json.tmp")).unwrap();
+    let args = format!("K8S_POD_NAMESPACE={NS};K8S_POD_NAME=unrecorded;K8S_POD_UID=u-unrecorded");
+    for i in 1..=3 {
+        let (st, resp) = d.raw("POST", "/addNetwork", body("ADD", &podns.path, &args).as_bytes());
+        assert_eq!(st, 500, "{resp}");
+        let v: Value = serde_json::from_str(&resp).unwrap();
+        assert_eq!(v["code"], json!(999), "{resp}");
+        assert!(v["details"].as_str().unwrap().contains("c-bad.json"), "{resp}");
         let alive = d.health("/alive").0;
         assert_eq!(alive, if i < 3 { 200 } else { 500 }, "after {i} failures");
     }
+    let links = std::process::Command::new("ip")
+        .args(["-n", &podns.name, "-o", "link", "show"])
+        .output()
+        .unwrap();
+    let links = String::from_utf8_lossy(&links.stdout);
+    assert!(
+        !links.contains("eth0"),
+        "a failed ADD left an interface in the pod's namespace: {links}"
+    );
     assert_eq!(d.raw("GET", "/status", b"").0, 200, "still serving");
     assert!(d.metrics().contains("kuryr_cni_failures_total 3"));
     d.stop();

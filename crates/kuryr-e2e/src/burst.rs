@@ -34,6 +34,41 @@ pub struct BurstConfig {
     pub namespace: String,
     /// Bound on the whole burst.
     pub timeout: Duration,
+    /// Measure from outside the implementation too (`bench/compare-upstream`): Neutron's log,
+    /// `/proc`; the controller's own metrics become optional.
+    pub outside: Option<OutsideConfig>,
+}
+
+/// What [`BurstConfig::outside`] measures.
+#[derive(Debug, Clone, Default)]
+pub struct OutsideConfig {
+    /// Keystone user whose Neutron requests count (the controller's).
+    pub neutron_user: String,
+    /// Root processes of the controller (their trees count).
+    pub controller_pids: Vec<u32>,
+    /// Root processes of the node daemons.
+    pub daemon_pids: Vec<u32>,
+}
+
+/// What was measured from outside over the burst.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OutsideResult {
+    /// Neutron requests of the controller's user, from neutron-server's log.
+    pub neutron: crate::outside::NeutronCounts,
+    /// Controller CPU seconds over the burst.
+    pub controller_cpu_s: f64,
+    /// Controller peak RSS (sum of VmHWM over its processes), MiB.
+    pub controller_peak_rss_mib: f64,
+    /// Controller processes.
+    pub controller_processes: usize,
+    /// Daemons' RSS after the burst (sum over every node's processes), MiB.
+    pub daemon_rss_mib: f64,
+    /// Daemons' PSS after the burst (shared pages of forked workers counted once), MiB.
+    pub daemon_pss_mib: f64,
+    /// Controller PSS after the burst, MiB.
+    pub controller_pss_mib: f64,
+    /// Daemon processes (all nodes).
+    pub daemon_processes: usize,
 }
 
 /// Measured figures of one burst.
@@ -68,6 +103,8 @@ pub struct BurstResult {
     pub active_by_signal: BTreeMap<String, f64>,
     /// What did not complete, if anything.
     pub incomplete: Vec<String>,
+    /// Measured from outside ([`BurstConfig::outside`]).
+    pub outside: Option<OutsideResult>,
 }
 
 /// Nearest-rank percentile (`q` in 0–100) of unsorted samples.
@@ -127,28 +164,32 @@ impl BurstResult {
             "  {:<34} {:.0} ms\n",
             "burst total (first create -> last)", self.total_ms
         );
-        s += &format!(
-            "  {:<34} {} requests ({} writes) = {} per pod ({} writes per pod)\n",
-            "Neutron until every VIF active",
-            self.neutron_calls,
-            self.neutron_writes,
-            fmt_f((self.pods > 0).then(|| self.neutron_calls / self.pods as f64), 2),
-            fmt_f((self.pods > 0).then(|| self.neutron_writes / self.pods as f64), 2),
-        );
-        for (op, n) in &self.neutron_by_op {
-            s += &format!("      {op}: {n}\n");
+        if let Some(o) = &self.outside {
+            s += &self.outside_summary(o);
+        } else {
+            s += &format!(
+                "  {:<34} {} requests ({} writes) = {} per pod ({} writes per pod)\n",
+                "Neutron until every VIF active",
+                self.neutron_calls,
+                self.neutron_writes,
+                fmt_f((self.pods > 0).then(|| self.neutron_calls / self.pods as f64), 2),
+                fmt_f((self.pods > 0).then(|| self.neutron_writes / self.pods as f64), 2),
+            );
+            for (op, n) in &self.neutron_by_op {
+                s += &format!("      {op}: {n}\n");
+            }
+            s += &format!(
+                "  {:<34} {} MiB\n",
+                "controller peak RSS (VmHWM)",
+                fmt_f(self.controller_rss_mib, 1)
+            );
+            s += &format!(
+                "  {:<34} wire p99 {} ms, ADD request p99 {} ms\n",
+                "daemon (histograms)",
+                fmt_f(self.cni_wire_p99_ms, 1),
+                fmt_f(self.cni_request_p99_ms, 1)
+            );
         }
-        s += &format!(
-            "  {:<34} {} MiB\n",
-            "controller peak RSS (VmHWM)",
-            fmt_f(self.controller_rss_mib, 1)
-        );
-        s += &format!(
-            "  {:<34} wire p99 {} ms, ADD request p99 {} ms\n",
-            "daemon (histograms)",
-            fmt_f(self.cni_wire_p99_ms, 1),
-            fmt_f(self.cni_request_p99_ms, 1)
-        );
         if !self.active_by_signal.is_empty() {
             let by: Vec<String> = self
                 .active_by_signal
@@ -164,17 +205,33 @@ impl BurstResult {
     }
 }
 
+impl BurstResult {
+    /// The lines of [`BurstResult::summary`] measured from outside.
+    fn outside_summary(&self, o: &OutsideResult) -> String {
+        let per_pod = |n: u64| fmt_f((self.pods > 0).then(|| n as f64 / self.pods as f64), 2);
+        format!(
+            "  {:<34} {} requests ({} writes) = {} per pod ({} writes per pod)\n  {:<34} {:.1} MiB (PSS now {:.1} MiB), {:.2} CPU s over the burst, {} process(es)\n  {:<34} RSS {:.1} MiB, PSS {:.1} MiB, {} process(es)\n",
+            "Neutron (neutron-server's log)",
+            o.neutron.all,
+            o.neutron.writes,
+            per_pod(o.neutron.all),
+            per_pod(o.neutron.writes),
+            "controller peak RSS (VmHWM)",
+            o.controller_peak_rss_mib,
+            o.controller_pss_mib,
+            o.controller_cpu_s,
+            o.controller_processes,
+            "daemons, all nodes",
+            o.daemon_rss_mib,
+            o.daemon_pss_mib,
+            o.daemon_processes,
+        )
+    }
+}
+
 /// `VmHWM` of a process in MiB.
 pub fn peak_rss_mib(pid: u32) -> Option<f64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: f64 = text
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some(kb / 1024.0)
+    crate::outside::status_kib(pid, "VmHWM:").map(|kb| kb / 1024.0)
 }
 
 /// Reads one option of an INI file (last occurrence wins), without interpretation.
@@ -226,14 +283,46 @@ pub fn pool_available(s: &Scrape) -> BTreeMap<String, f64> {
     m
 }
 
+/// Available pool ports per host as Neutron shows them, for any Kuryr implementation: ports of
+/// the cluster's tag owned by `compute:kuryr`, bound to a host, referenced by no KuryrPort.
+pub async fn pool_available_outside(cluster: &Cluster, client: &Client) -> Result<BTreeMap<String, f64>> {
+    let in_use: std::collections::HashSet<String> = Api::<KuryrPort>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .map_err(|source| Error::Kube {
+            what: "listing KuryrPorts".into(),
+            source,
+        })?
+        .into_iter()
+        .filter_map(|k| k.status)
+        .flat_map(|s| s.vifs.into_values().filter_map(|v| v.vif.id))
+        .collect();
+    let tag = cluster.tag.clone();
+    let ports = tokio::task::spawn_blocking(move || crate::neutron::ports_tagged(&tag))
+        .await
+        .map_err(|e| Error::Parse {
+            what: "pool port query".into(),
+            detail: e.to_string(),
+        })??;
+    let mut m = BTreeMap::new();
+    for p in ports {
+        if p.device_owner == "compute:kuryr" && !p.host.is_empty() && !in_use.contains(&p.id) {
+            *m.entry(p.host).or_insert(0.0) += 1.0;
+        }
+    }
+    Ok(m)
+}
+
 /// Warms the pools: one pod per node (which triggers each node's pool population), deleted
-/// again, then waits until every node's pool has `per_node` available ports.
+/// again, then waits until every node's pool has `per_node` available ports (counted by the
+/// controller's metrics, or in Neutron with `outside`).
 pub async fn warm_pools(
     cluster: &Cluster,
     client: &Client,
     ns: &str,
     per_node: usize,
     timeout: Duration,
+    outside: bool,
 ) -> Result<()> {
     pods::ensure_namespace(client, ns).await?;
     let mut names = Vec::new();
@@ -270,7 +359,11 @@ pub async fn warm_pools(
     }
     pods::wait_gone(client, &names, timeout).await?;
     loop {
-        let avail = pool_available(&metrics::scrape(&cluster.metrics_url).await?);
+        let avail = if outside {
+            pool_available_outside(cluster, client).await?
+        } else {
+            pool_available(&metrics::scrape(&cluster.metrics_url).await?)
+        };
         let short: Vec<String> = cluster
             .nodes
             .iter()
@@ -373,8 +466,19 @@ pub async fn run(cluster: &Cluster, client: &Client, cfg: &BurstConfig) -> Resul
             })?;
     }
 
-    let before = metrics::scrape(&cluster.metrics_url).await?;
+    // Measured from outside: the implementations compared do not share a metrics endpoint,
+    // and upstream's exporter calls Neutron when scraped (it would count in its figures).
+    let before = match &cfg.outside {
+        Some(_) => Default::default(),
+        None => metrics::scrape(&cluster.metrics_url).await?,
+    };
     let daemons_before = scrape_daemons(cluster).await;
+    let outside_before = cfg.outside.as_ref().map(|o| {
+        (
+            crate::outside::log_mark(&crate::outside::neutron_log()),
+            crate::outside::usage(&o.controller_pids),
+        )
+    });
 
     // The burst: every create in flight at once.
     let names: Vec<String> = (0..cfg.pods).map(|i| format!("burst-{i:04}")).collect();
@@ -420,14 +524,39 @@ pub async fn run(cluster: &Cluster, client: &Client, cfg: &BurstConfig) -> Resul
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let after = metrics::scrape(&cluster.metrics_url).await?;
+    let after = match &cfg.outside {
+        Some(_) => Default::default(),
+        None => metrics::scrape(&cluster.metrics_url).await?,
+    };
     let daemons_after = scrape_daemons(cluster).await;
+    let outside = match (&cfg.outside, outside_before) {
+        (Some(o), Some((mark, ctl_before))) => {
+            let ctl = crate::outside::usage(&o.controller_pids);
+            let daemons = crate::outside::usage(&o.daemon_pids);
+            Some(OutsideResult {
+                neutron: crate::outside::count_requests(
+                    &crate::outside::neutron_log(),
+                    mark,
+                    &o.neutron_user,
+                )?,
+                controller_cpu_s: ctl.cpu_s - ctl_before.cpu_s,
+                controller_peak_rss_mib: ctl.peak_rss_mib,
+                controller_processes: ctl.processes,
+                daemon_rss_mib: daemons.rss_mib,
+                daemon_pss_mib: daemons.pss_mib,
+                controller_pss_mib: ctl.pss_mib,
+                daemon_processes: daemons.processes,
+            })
+        }
+        _ => None,
+    };
     kp_task.abort();
     pod_task.abort();
 
     let mut r = BurstResult {
         pods: cfg.pods,
         incomplete,
+        outside,
         ..BurstResult::default()
     };
     let mut cni_started = BTreeMap::new();

@@ -11,11 +11,13 @@
 pub mod burst;
 pub mod chaos;
 pub mod cluster;
+pub mod compare;
 pub mod error;
 pub mod metrics;
 pub mod netpol;
 pub mod netpol_demo;
 pub mod neutron;
+pub mod outside;
 pub mod pods;
 pub mod policy_bench;
 pub mod probe;
@@ -25,6 +27,7 @@ pub mod services;
 pub mod soak;
 pub mod svc_burst;
 pub mod svc_demo;
+pub mod switch;
 pub mod truth_table;
 
 pub use error::Error;

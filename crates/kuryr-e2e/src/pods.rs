@@ -252,7 +252,9 @@ pub struct PodView {
     pub netns: String,
 }
 
-/// Reads the sandbox records of a node's `state.json`: pod UID → netns name.
+/// Reads the sandbox records of a node's `state.json`: pod UID → (netns name, start time).
+/// A pod with several sandboxes (one whose ADD failed, then a retry) maps to the started one,
+/// the latest if several are.
 pub fn node_netns_by_uid(cluster: &Cluster, node: &str) -> BTreeMap<String, (String, Option<String>)> {
     let path = cluster.node_state_dir(node).join("state.json");
     let Ok(text) = std::fs::read_to_string(path) else {
@@ -261,22 +263,23 @@ pub fn node_netns_by_uid(cluster: &Cluster, node: &str) -> BTreeMap<String, (Str
     let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
         return BTreeMap::new();
     };
-    v.get("sandboxes")
-        .and_then(|s| s.as_object())
-        .map(|m| {
-            m.values()
-                .filter_map(|r| {
-                    Some((
-                        r.get("podUid")?.as_str()?.to_string(),
-                        (
-                            r.get("netns")?.as_str()?.to_string(),
-                            r.get("started").and_then(|s| s.as_str()).map(str::to_string),
-                        ),
-                    ))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+    let mut out: BTreeMap<String, (String, Option<String>)> = BTreeMap::new();
+    let records = v.get("sandboxes").and_then(|s| s.as_object());
+    for r in records.into_iter().flat_map(|m| m.values()) {
+        let (Some(uid), Some(netns)) = (
+            r.get("podUid").and_then(|s| s.as_str()),
+            r.get("netns").and_then(|s| s.as_str()),
+        ) else {
+            continue;
+        };
+        let started = r.get("started").and_then(|s| s.as_str()).map(str::to_string);
+        // RFC 3339 UTC times of one format order as strings; `None` (never started) first.
+        let newer = out.get(uid).is_none_or(|(_, had)| started > *had);
+        if newer {
+            out.insert(uid.to_string(), (netns.to_string(), started));
+        }
+    }
+    out
 }
 
 /// Collects the [`PodView`] of every pod in `namespaces`, sorted by namespace and name.

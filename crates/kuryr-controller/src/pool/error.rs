@@ -109,6 +109,15 @@ pub enum Error {
         /// The network.
         network_id: String,
     },
+    /// The node's pools were closed: its Node object is gone (deleted, or missing from the
+    /// listing of Nodes when the pools were recovered).
+    #[error(
+        "node {host} is not a Node of the cluster (deleted, or never created): no port is handed out for it"
+    )]
+    HostClosed {
+        /// The node (binding host).
+        host: String,
+    },
 }
 
 impl Error {
@@ -125,7 +134,8 @@ impl Error {
             | Error::PopulationBackoff { .. }
             | Error::Vif { .. }
             | Error::UnsupportedBinding { .. }
-            | Error::NetworkClosed { .. } => None,
+            | Error::NetworkClosed { .. }
+            | Error::HostClosed { .. } => None,
         }
     }
 
@@ -133,7 +143,10 @@ impl Error {
     /// closed network, once the pod is gone or gets another network).
     pub fn is_retryable(&self) -> bool {
         match self {
-            Error::PopulationBackoff { .. } | Error::NetworkClosed { .. } | Error::EmptyCreate { .. } => true,
+            Error::PopulationBackoff { .. }
+            | Error::NetworkClosed { .. }
+            | Error::HostClosed { .. }
+            | Error::EmptyCreate { .. } => true,
             Error::Vif { .. } | Error::UnsupportedBinding { .. } => false,
             _ => self.neutron().is_some_and(kuryr_openstack::Error::is_retryable),
         }
@@ -161,6 +174,7 @@ impl Error {
             Error::Vif { .. } => "build_vif",
             Error::UnsupportedBinding { .. } => "unsupported_binding",
             Error::NetworkClosed { .. } => "network_closed",
+            Error::HostClosed { .. } => "host_closed",
         }
     }
 }

@@ -229,6 +229,11 @@ impl VifPool {
                                 network_id: key.network_id.clone(),
                             });
                         }
+                        WaitNext::HostClosed => {
+                            return Err(Error::HostClosed {
+                                host: key.host.clone(),
+                            });
+                        }
                         WaitNext::BackedOff { until } => {
                             let cause = lock(&self.last_error).get(&key).cloned();
                             return Err(Error::PopulationBackoff {

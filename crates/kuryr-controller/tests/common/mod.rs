@@ -10,7 +10,7 @@ use std::{
 };
 
 use k8s_openapi::{
-    api::core::v1::{Namespace, Pod},
+    api::core::v1::{Namespace, Node, Pod},
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
 use kube::{
@@ -83,6 +83,23 @@ pub async fn install_crds_and_ns(client: &Client) {
         .create(&PostParams::default(), &ns)
         .await
         .expect("create namespace");
+}
+
+/// A Ready Node object named `name` (idempotent). Pods bound to a node need it: the pools
+/// close hosts that are not Nodes of the cluster.
+pub async fn ready_node(client: &Client, name: &str) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": name}})).expect("node");
+    match nodes.create(&PostParams::default(), &node).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("creating node {name}: {e}"),
+    }
+    let status = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("node status");
 }
 
 pub fn context(client: &Client) -> Arc<Context> {

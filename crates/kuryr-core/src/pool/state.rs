@@ -92,9 +92,15 @@ impl PoolState {
                 populate: None,
             });
         }
-        if self.is_closed(&key.network_id, &key.host) {
+        if self.closed_networks.contains(&key.network_id) {
             return Decision::Wait {
                 reason: WaitReason::NetworkClosed,
+                populate: None,
+            };
+        }
+        if self.closed_hosts.contains(&key.host) {
+            return Decision::Wait {
+                reason: WaitReason::HostClosed,
                 populate: None,
             };
         }

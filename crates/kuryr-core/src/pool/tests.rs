@@ -401,7 +401,7 @@ fn a_closed_host_gets_no_port_and_no_population_and_deletes_what_comes_back() {
     assert!(matches!(
         st.request(&pod(3), &k, &s, t0),
         Decision::Wait {
-            reason: WaitReason::NetworkClosed,
+            reason: WaitReason::HostClosed,
             populate: None
         }
     ));
@@ -592,7 +592,7 @@ fn random_sequences_never_lose_or_duplicate_a_port() {
                         break;
                     }
                     Decision::Wait {
-                        reason: WaitReason::NetworkClosed,
+                        reason: WaitReason::NetworkClosed | WaitReason::HostClosed,
                         ..
                     } => {
                         served = true;

@@ -170,9 +170,10 @@ pub enum WaitReason {
         /// When the next cooling port becomes available, if any.
         until: Option<Instant>,
     },
-    /// The network's pools were deleted ([`super::PoolState::delete_network_pools`]), or the
-    /// node's ([`super::PoolState::close_host`]).
+    /// The network's pools were deleted ([`super::PoolState::delete_network_pools`]).
     NetworkClosed,
+    /// The node is gone from the cluster ([`super::PoolState::close_host`]).
+    HostClosed,
 }
 
 /// What a request that got no port does next ([`WaitReason::next`]).
@@ -180,6 +181,8 @@ pub enum WaitReason {
 pub enum WaitNext {
     /// Give up now: the network is closed (no port will ever come).
     NetworkClosed,
+    /// Give up now: the node is gone (no port is made for it until it is back).
+    HostClosed,
     /// Give up now: populations of this pool back off until `until` (the caller tells why).
     BackedOff {
         /// Earliest next attempt.
@@ -201,6 +204,7 @@ impl WaitReason {
     pub fn next(&self, deadline: Instant) -> WaitNext {
         match self {
             WaitReason::NetworkClosed => WaitNext::NetworkClosed,
+            WaitReason::HostClosed => WaitNext::HostClosed,
             WaitReason::Backoff { until } => WaitNext::BackedOff { until: *until },
             WaitReason::AtMax { until } => WaitNext::Wait {
                 until: until.map_or(deadline, |u| u.min(deadline)),
@@ -343,6 +347,7 @@ mod wait_tests {
         let now = Instant::now();
         let deadline = now + Duration::from_secs(20);
         assert_eq!(WaitReason::NetworkClosed.next(deadline), WaitNext::NetworkClosed);
+        assert_eq!(WaitReason::HostClosed.next(deadline), WaitNext::HostClosed);
         let until = now + Duration::from_secs(5);
         assert_eq!(
             WaitReason::Backoff { until }.next(deadline),

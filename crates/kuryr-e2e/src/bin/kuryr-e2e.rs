@@ -71,6 +71,43 @@ enum Cmd {
         /// Seconds the burst may take.
         #[arg(long, default_value_t = 300)]
         timeout: u64,
+        /// Measure from outside the implementation (bench/compare-upstream): Neutron requests
+        /// from neutron-server's log, controller and daemons from /proc, pool ports from
+        /// Neutron; no metrics endpoint is read (upstream's calls Neutron when scraped).
+        #[arg(long)]
+        outside: bool,
+        /// Name of the implementation in the figures (with --outside).
+        #[arg(long, default_value = "kuryr-rs")]
+        implementation: String,
+        /// Write the figures measured from outside to this JSON file (with --outside).
+        #[arg(long, requires = "outside")]
+        json: Option<PathBuf>,
+    },
+    /// The side-by-side table and ratios of two `pod-burst --outside --json` runs
+    /// (bench/compare-upstream).
+    CompareReport {
+        /// Figures of upstream Kuryr-Kubernetes.
+        #[arg(long)]
+        upstream: PathBuf,
+        /// Figures of kuryr-rs.
+        #[arg(long)]
+        ours: PathBuf,
+    },
+    /// The drop-in migration from upstream Kuryr-Kubernetes, measured
+    /// (bench/compare-upstream --switch): `before` under upstream, `after` once kuryr-rs runs.
+    SwitchOver {
+        /// `before` (pods under upstream, recorded) or `after` (compared, new pods, one deleted).
+        #[arg(long, value_parser = ["before", "after"])]
+        phase: String,
+        /// Pods created in the phase.
+        #[arg(long, default_value_t = 6)]
+        pods: usize,
+        /// Namespace.
+        #[arg(long, default_value = "switch")]
+        namespace: String,
+        /// Seconds the pods may take to be Ready.
+        #[arg(long, default_value_t = 300)]
+        timeout: u64,
     },
     /// Pods across namespaces and nodes connecting to each other in rounds (sandbox/soak).
     Soak(SoakArgs),
@@ -220,14 +257,80 @@ async fn cmd_report(cluster: &Cluster, namespaces: &[String], timeout: u64) -> a
     Ok(ok)
 }
 
-async fn cmd_burst(
+async fn cmd_switch(
     cluster: &Cluster,
-    pods_n: usize,
-    label: &str,
-    warm: Option<usize>,
-    namespace: &str,
+    phase: &str,
+    n: usize,
+    ns: &str,
     timeout: u64,
 ) -> anyhow::Result<bool> {
+    let client = cluster.client().await?;
+    let timeout = Duration::from_secs(timeout);
+    if phase == "before" {
+        println!(
+            "{}",
+            kuryr_e2e::switch::before(cluster, &client, ns, n, timeout).await?
+        );
+        return Ok(true);
+    }
+    let a = kuryr_e2e::switch::after(cluster, &client, ns, n, timeout).await?;
+    for c in &a.changed {
+        println!("  changed: {c}");
+    }
+    println!("{}", a.line());
+    Ok(a.ok())
+}
+
+/// What `pod-burst` was asked.
+struct BurstArgs<'a> {
+    pods_n: usize,
+    label: &'a str,
+    warm: Option<usize>,
+    namespace: &'a str,
+    timeout: u64,
+    /// `--outside`: the implementation's name and where to write its figures.
+    outside: Option<(&'a str, Option<&'a std::path::Path>)>,
+}
+
+fn read_figures(path: &std::path::Path) -> anyhow::Result<kuryr_e2e::compare::RunFigures> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not a pod-burst --json file", path.display()))
+}
+
+fn compare_report(upstream: &std::path::Path, ours: &std::path::Path) -> anyhow::Result<String> {
+    Ok(kuryr_e2e::compare::render(
+        &read_figures(upstream)?,
+        &read_figures(ours)?,
+    ))
+}
+
+/// The processes measured from outside: the controller's and every node daemon's (the pids
+/// `sandbox/cluster` started; their descendants count too).
+fn outside_config(cluster: &Cluster) -> anyhow::Result<burst::OutsideConfig> {
+    let controller = cluster
+        .pid("controller")
+        .context("the cluster's controller is not running (sandbox/cluster status)")?;
+    let daemons = cluster
+        .nodes
+        .iter()
+        .filter_map(|n| cluster.pid(&format!("daemon-{}", n.name.trim_start_matches("node-"))))
+        .collect();
+    Ok(burst::OutsideConfig {
+        neutron_user: kuryr_e2e::outside::kuryr_user_id().context("the Keystone user of the controller")?,
+        controller_pids: vec![controller],
+        daemon_pids: daemons,
+    })
+}
+
+async fn cmd_burst(cluster: &Cluster, a: BurstArgs<'_>) -> anyhow::Result<bool> {
+    let BurstArgs {
+        pods_n,
+        label,
+        warm,
+        namespace,
+        timeout,
+        outside,
+    } = a;
     let client = cluster.client().await?;
     if let Some(per_node) = warm {
         eprintln!("pod-burst: warming the pools ({per_node} available ports per node)");
@@ -237,6 +340,7 @@ async fn cmd_burst(
             namespace,
             per_node,
             Duration::from_secs(timeout),
+            outside.is_some(),
         )
         .await
         .context("warming the pools")?;
@@ -249,11 +353,25 @@ async fn cmd_burst(
             pods: pods_n,
             namespace: namespace.to_string(),
             timeout: Duration::from_secs(timeout),
+            outside: match outside {
+                Some(_) => Some(outside_config(cluster)?),
+                None => None,
+            },
         },
     )
     .await?;
     print!("{}", r.summary(label));
-    println!("{}", r.machine_line());
+    if let Some((name, json)) = outside {
+        let f = kuryr_e2e::compare::RunFigures::from_burst(name, &r)
+            .context("no figures measured from outside")?;
+        if let Some(path) = json {
+            std::fs::write(path, serde_json::to_string_pretty(&f)?)
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        println!("{}", f.line());
+    } else {
+        println!("{}", r.machine_line());
+    }
     Ok(r.incomplete.is_empty())
 }
 
@@ -443,6 +561,18 @@ async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
+    if let Cmd::CompareReport { upstream, ours } = &args.cmd {
+        return match compare_report(upstream, ours) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("kuryr-e2e compare-report: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if let Cmd::ChaosProxy(p) = &args.cmd {
         return match kuryr_e2e::chaos::cli::proxy(p).await {
             Ok(_) => ExitCode::SUCCESS,
@@ -470,7 +600,27 @@ async fn main() -> ExitCode {
             warm_pool,
             namespace,
             timeout,
-        } => cmd_burst(&cluster, pods, &label, warm_pool, &namespace, timeout).await,
+            outside,
+            implementation,
+            json,
+        } => {
+            let b = BurstArgs {
+                pods_n: pods,
+                label: &label,
+                warm: warm_pool,
+                namespace: &namespace,
+                timeout,
+                outside: outside.then_some((implementation.as_str(), json.as_deref())),
+            };
+            cmd_burst(&cluster, b).await
+        }
+        Cmd::CompareReport { .. } => unreachable!("handled before attaching a cluster"),
+        Cmd::SwitchOver {
+            phase,
+            pods,
+            namespace,
+            timeout,
+        } => cmd_switch(&cluster, &phase, pods, &namespace, timeout).await,
         Cmd::Soak(a) => cmd_soak(&cluster, a).await,
         Cmd::ServiceReport {
             namespace,
