@@ -6,7 +6,8 @@
 //! * [`pool`] — port-pool accounting as a state machine ([`pool::PoolState`]), the sizing policy
 //!   as a pure function of a stats snapshot ([`pool::plan`]), recovery after a restart and the
 //!   janitor's orphan detection;
-//! * [`activation`] — batching of "is the port ACTIVE yet" checks into one filtered list.
+//! * [`activation`] — batching of "is the port ACTIVE yet" checks into one filtered list;
+//! * [`nested`] — nested mode: a node VM's trunk, what it carries, VLAN IDs for subports.
 //!
 //! Nothing here reads a clock, a file or the network: time comes in as `Instant`/`Duration`
 //! arguments (wall-clock `jiff::Timestamp` only where Neutron's own timestamps are compared),
@@ -46,6 +47,7 @@
 
 pub mod activation;
 pub mod config;
+pub mod nested;
 pub mod neutron;
 pub mod pool;
 

@@ -12,6 +12,7 @@ use crate::security_group::{
     SecurityGroup, SecurityGroupCreate, SecurityGroupFilter, SecurityGroupRule, SecurityGroupRuleCreate,
     SecurityGroupRuleFilter,
 };
+use crate::trunk::{SubPort, Trunk, TrunkCreate};
 use kuryr_core::neutron::{Network, Port, QuotaUsage, Subnet, SubnetPool, TagMode};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -156,4 +157,28 @@ pub trait Neutron: Send + Sync {
 
     /// Deletes a rule (Neutron has no bulk delete); an already deleted one is success.
     fn delete_security_group_rule<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>>;
+
+    /// Creates a trunk on a parent port (tags as for networks).
+    fn create_trunk<'a>(&'a self, trunk: &'a TrunkCreate) -> BoxFuture<'a, Result<Trunk>>;
+
+    /// A trunk.
+    fn get_trunk<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Trunk>>;
+
+    /// Trunks matching `filter` (IDs, name, project, tags).
+    fn list_trunks<'a>(&'a self, filter: &'a ResourceFilter) -> BoxFuture<'a, Result<Vec<Trunk>>>;
+
+    /// Adds `subports` to a trunk in ONE request (all or nothing: a VLAN ID or port already on
+    /// the trunk is a [`Conflict`](crate::Error::Conflict)); returns the trunk.
+    fn add_subports<'a>(&'a self, trunk_id: &'a str, subports: &'a [SubPort])
+    -> BoxFuture<'a, Result<Trunk>>;
+
+    /// Removes the subports of these ports from a trunk in one request; returns the trunk.
+    fn remove_subports<'a>(
+        &'a self,
+        trunk_id: &'a str,
+        port_ids: &'a [String],
+    ) -> BoxFuture<'a, Result<Trunk>>;
+
+    /// Deletes a trunk (its parent and subport ports stay); an already deleted one is success.
+    fn delete_trunk<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>>;
 }

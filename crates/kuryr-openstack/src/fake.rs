@@ -11,6 +11,7 @@ mod neutron_impl;
 mod security_groups;
 #[cfg(test)]
 mod tests;
+mod trunks;
 
 use crate::api::{BoxFuture, Neutron};
 use crate::error::{Error, Result};
@@ -112,6 +113,7 @@ struct State {
     floating_ips: BTreeMap<String, FloatingIp>,
     security_groups: BTreeMap<String, crate::security_group::SecurityGroup>,
     sg_rules: BTreeMap<String, crate::security_group::SecurityGroupRule>,
+    trunks: BTreeMap<String, crate::trunk::Trunk>,
     /// Host part of the next floating IP address (172.24.4.N).
     next_fip_host: u32,
     faults: Vec<Fault>,

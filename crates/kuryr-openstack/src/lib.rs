@@ -12,6 +12,7 @@
 //! * [`client`] — [`OpenStackNeutron`]: one `RestEndpoint` request type for every call, bulk port
 //!   creation in one `POST /v2.0/ports`, tags in the create body when Neutron allows it;
 //! * [`floating_ip`] — floating IP model, create body and filter (LoadBalancer Services);
+//! * [`trunk`] — trunk model and bodies (nested mode: pods as VLAN subports of a VM's trunk);
 //! * [`connect`] — session from [`kuryr_config::CloudAuth`] with timeout and endpoint discovery;
 //! * [`error`] — [`Error`];
 //! * [`observe`] — [`RequestObserver`], [`CountingObserver`], operation names;
@@ -30,6 +31,7 @@ pub mod model;
 pub mod observe;
 pub mod octavia;
 pub mod security_group;
+pub mod trunk;
 
 pub use api::{BoxFuture, Neutron};
 pub use client::OpenStackNeutron;
@@ -44,3 +46,4 @@ pub use security_group::{
     SecurityGroup, SecurityGroupCreate, SecurityGroupFilter, SecurityGroupRule, SecurityGroupRuleCreate,
     SecurityGroupRuleFilter,
 };
+pub use trunk::{SubPort, Trunk, TrunkCreate};

@@ -51,6 +51,20 @@ pub mod ops {
     pub const ROUTER_ADD_INTERFACE: &str = "router_add_interface";
     /// `PUT /v2.0/routers/{id}/remove_router_interface`.
     pub const ROUTER_REMOVE_INTERFACE: &str = "router_remove_interface";
+    /// `POST /v2.0/trunks`.
+    pub const TRUNK_CREATE: &str = "trunk_create";
+    /// `GET /v2.0/trunks/{id}`.
+    pub const TRUNK_GET: &str = "trunk_get";
+    /// `GET /v2.0/trunks?...`.
+    pub const TRUNK_LIST: &str = "trunk_list";
+    /// `PUT /v2.0/trunks/{id}/add_subports`.
+    pub const TRUNK_ADD_SUBPORTS: &str = "trunk_add_subports";
+    /// `PUT /v2.0/trunks/{id}/remove_subports`.
+    pub const TRUNK_REMOVE_SUBPORTS: &str = "trunk_remove_subports";
+    /// `DELETE /v2.0/trunks/{id}`.
+    pub const TRUNK_DELETE: &str = "trunk_delete";
+    /// `PUT /v2.0/trunks/{id}/tags`.
+    pub const TRUNK_SET_TAGS: &str = "trunk_set_tags";
     /// `GET /v2.0/floatingips?...`.
     pub const FLOATINGIP_LIST: &str = "floatingip_list";
     /// `POST /v2.0/floatingips`.

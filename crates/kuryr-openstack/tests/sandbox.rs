@@ -9,7 +9,7 @@ use kuryr_config::CloudAuth;
 use kuryr_openstack::{
     ConnectOptions, CountingObserver, Error, NetworkCreate, Neutron, OpenStackNeutron, PortCreate,
     PortFilter, PortUpdate, ResourceFilter, SecurityGroupCreate, SecurityGroupFilter,
-    SecurityGroupRuleCreate, SecurityGroupRuleFilter, SubnetCreate, TagMode, ops,
+    SecurityGroupRuleCreate, SecurityGroupRuleFilter, SubPort, SubnetCreate, TagMode, TrunkCreate, ops,
 };
 use std::collections::HashMap;
 use std::future::Future;
@@ -93,6 +93,12 @@ where
 /// Deletes everything tagged `tag`; returns how many resources it found.
 async fn cleanup(client: &OpenStackNeutron, tag: &str) -> anyhow::Result<usize> {
     let mut found = 0;
+    // Trunks first: a trunk's parent port cannot be deleted.
+    let trunks = client.list_trunks(&ResourceFilter::tagged([tag])).await?;
+    found += trunks.len();
+    for t in trunks {
+        client.delete_trunk(&t.id).await?;
+    }
     let ports = client.list_ports(&PortFilter::tagged([tag])).await?;
     found += ports.len();
     for p in ports {
@@ -1006,6 +1012,144 @@ async fn a_group_deleted_while_ports_leave_it_keeps_ovn_in_step() {
                 );
                 client.delete_port(&p.id).await?;
             }
+        }
+        Ok(())
+    };
+    with_cleanup(&client, &tag, body).await;
+}
+
+/// Nested mode's Neutron side: a trunk on a node VM's port, subports added in ONE request with
+/// VLAN IDs from `kuryr_core::nested::VlanIds`, what the parent port's `trunk_details` shows,
+/// conflicts typed, removal in one request.
+#[tokio::test]
+async fn trunk_lifecycle_with_vlan_ids() {
+    use kuryr_core::nested::{VlanIds, node_trunk, trunk_of};
+    let _crashes = sandbox_guard::CrashGuard::new();
+    let t = topology();
+    let obs = Arc::new(CountingObserver::default());
+    let client = connect_clouds_yaml(&t, obs.clone()).await;
+    let tag = unique_tag("trunk");
+    let body = async {
+        let net = get(&t, "POD_NETWORK_ID").to_string();
+        let port = |name: &str| PortCreate {
+            network_id: net.clone(),
+            name: Some(name.into()),
+            tags: vec![tag.clone()],
+            ..Default::default()
+        };
+        let parent = client
+            .create_ports_bulk(&[port("kuryr-rs-test-vm")])
+            .await
+            .context("parent port")?
+            .remove(0);
+        let trunk = client
+            .create_trunk(&TrunkCreate {
+                port_id: parent.id.clone(),
+                name: Some("kuryr-rs-test-trunk".into()),
+                tags: vec![tag.clone()],
+                ..Default::default()
+            })
+            .await
+            .context("create trunk")?;
+        ensure!(
+            trunk.tags.contains(&tag) && trunk.port_id == parent.id,
+            "{trunk:?}"
+        );
+
+        // The node's trunk, found by the node's IP on the worker subnet.
+        let node_ip = parent.fixed_ips[0].ip_address.clone();
+        let workers = vec![parent.fixed_ips[0].subnet_id.clone()];
+        let seen = node_trunk(&[client.get_port(&parent.id).await?], &node_ip, &workers)?;
+        ensure!(seen.trunk_id == trunk.id && seen.subports.is_empty(), "{seen:?}");
+
+        // Three subports in one request, VLAN IDs from the allocator.
+        let mut ids = VlanIds::default();
+        ids.observe(&seen);
+        let vlans = ids.reserve(&trunk.id, 3)?;
+        let subs = client
+            .create_ports_bulk(&[
+                port("kuryr-rs-test-sub-0"),
+                port("kuryr-rs-test-sub-1"),
+                port("kuryr-rs-test-sub-2"),
+            ])
+            .await
+            .context("subport ports")?;
+        let wanted: Vec<SubPort> = subs
+            .iter()
+            .zip(&vlans)
+            .map(|(p, v)| SubPort::vlan(p.id.clone(), *v))
+            .collect();
+        let before = obs.count(ops::TRUNK_ADD_SUBPORTS, "ok");
+        let after = client
+            .add_subports(&trunk.id, &wanted)
+            .await
+            .context("add subports")?;
+        ensure!(
+            obs.count(ops::TRUNK_ADD_SUBPORTS, "ok") - before == 1,
+            "one request"
+        );
+        ensure!(after.sub_ports.len() == 3, "{after:?}");
+        ids.confirm(&trunk.id, &vlans);
+
+        // The parent port shows them; a restart's view gives the same IDs in use.
+        let shown = trunk_of(&client.get_port(&parent.id).await?)?.context("trunk_details")?;
+        let mut shown_ids: Vec<u16> = shown.subports.iter().map(|s| s.segmentation_id).collect();
+        shown_ids.sort_unstable();
+        ensure!(
+            shown_ids == vlans,
+            "trunk_details shows {shown_ids:?}, added {vlans:?}"
+        );
+        let mut fresh = VlanIds::default();
+        fresh.observe(&shown);
+        ensure!(
+            fresh.reserve(&trunk.id, 1)? == vec![4],
+            "the next free ID after 1, 2, 3"
+        );
+
+        // A VLAN ID already on the trunk: a typed Conflict, nothing added.
+        let extra = client
+            .create_ports_bulk(&[port("kuryr-rs-test-sub-3")])
+            .await?
+            .remove(0);
+        let dup = client
+            .add_subports(&trunk.id, &[SubPort::vlan(extra.id.clone(), vlans[0])])
+            .await;
+        println!("duplicate VLAN ID: {dup:?}");
+        ensure!(
+            matches!(&dup, Err(Error::Conflict { kind, .. }) if kind == "DuplicateSubPort"),
+            "duplicate VLAN ID: {dup:?}"
+        );
+        ensure!(client.get_trunk(&trunk.id).await?.sub_ports.len() == 3);
+        // The parent port cannot be deleted while the trunk exists.
+        let busy = client.delete_port(&parent.id).await;
+        println!("deleting a trunk's parent: {busy:?}");
+        ensure!(
+            matches!(&busy, Err(Error::Conflict { kind, .. }) if kind == "PortInUseAsTrunkParent"),
+            "deleting a trunk's parent: {busy:?}"
+        );
+        // A subport's port cannot be deleted either while it is on the trunk.
+        let sub_busy = client.delete_port(&subs[2].id).await;
+        println!("deleting a subport's port: {sub_busy:?}");
+        ensure!(
+            matches!(&sub_busy, Err(Error::Conflict { kind, .. }) if kind == "PortInUseAsSubPort"),
+            "deleting a subport's port: {sub_busy:?}"
+        );
+
+        // All three out in one request; the trunk, then the ports, go.
+        let gone: Vec<String> = subs.iter().map(|p| p.id.clone()).collect();
+        let left = client
+            .remove_subports(&trunk.id, &gone)
+            .await
+            .context("remove subports")?;
+        ensure!(left.sub_ports.is_empty(), "{left:?}");
+        ids.release(&trunk.id, &vlans);
+        client.delete_trunk(&trunk.id).await?;
+        client
+            .delete_trunk(&trunk.id)
+            .await
+            .context("delete again = ok")?;
+        for p in subs.iter().chain([&extra, &parent]) {
+            client.delete_port(&p.id).await?;
         }
         Ok(())
     };

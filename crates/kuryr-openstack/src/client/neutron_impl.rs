@@ -5,6 +5,7 @@ use crate::security_group::{
     SecurityGroup, SecurityGroupCreate, SecurityGroupFilter, SecurityGroupRule, SecurityGroupRuleCreate,
     SecurityGroupRuleFilter,
 };
+use crate::trunk::{SubPort, Trunk, TrunkCreate};
 
 impl Neutron for OpenStackNeutron {
     fn tag_mode(&self) -> TagMode {
@@ -251,5 +252,79 @@ impl Neutron for OpenStackNeutron {
 
     fn delete_security_group_rule<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
         Box::pin(self.sg_rule_delete(id))
+    }
+
+    fn create_trunk<'a>(&'a self, trunk: &'a TrunkCreate) -> BoxFuture<'a, Result<Trunk>> {
+        Box::pin(self.create_tagged(
+            (ops::TRUNK_CREATE, ops::TRUNK_SET_TAGS),
+            "trunks",
+            "trunk",
+            trunk.to_json(self.tag_creation),
+            &trunk.tags,
+        ))
+    }
+
+    fn get_trunk<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Trunk>> {
+        Box::pin(self.get(ops::TRUNK_GET, "trunks", "trunk", id))
+    }
+
+    fn list_trunks<'a>(&'a self, filter: &'a ResourceFilter) -> BoxFuture<'a, Result<Vec<Trunk>>> {
+        Box::pin(self.list(ops::TRUNK_LIST, "trunks", filter.query()))
+    }
+
+    fn add_subports<'a>(
+        &'a self,
+        trunk_id: &'a str,
+        subports: &'a [SubPort],
+    ) -> BoxFuture<'a, Result<Trunk>> {
+        Box::pin(self.trunk_action(
+            ops::TRUNK_ADD_SUBPORTS,
+            trunk_id,
+            "add_subports",
+            crate::trunk::add_subports_body(subports),
+        ))
+    }
+
+    fn remove_subports<'a>(
+        &'a self,
+        trunk_id: &'a str,
+        port_ids: &'a [String],
+    ) -> BoxFuture<'a, Result<Trunk>> {
+        Box::pin(self.trunk_action(
+            ops::TRUNK_REMOVE_SUBPORTS,
+            trunk_id,
+            "remove_subports",
+            crate::trunk::remove_subports_body(port_ids),
+        ))
+    }
+
+    fn delete_trunk<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.delete(ops::TRUNK_DELETE, "trunks", id))
+    }
+}
+
+impl OpenStackNeutron {
+    /// `PUT /v2.0/trunks/{id}/<action>`; Neutron answers with the trunk itself, not wrapped in
+    /// a key.
+    async fn trunk_action(
+        &self,
+        op: &'static str,
+        trunk_id: &str,
+        action: &str,
+        body: Value,
+    ) -> Result<Trunk> {
+        let raw = self
+            .call(
+                op,
+                Method::PUT,
+                format!("trunks/{}/{action}", seg(trunk_id)),
+                Query::new(),
+                Some(body),
+            )
+            .await?;
+        serde_json::from_slice(&raw).map_err(|e| Error::Decode {
+            op,
+            message: e.to_string(),
+        })
     }
 }

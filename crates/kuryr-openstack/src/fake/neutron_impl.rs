@@ -6,6 +6,7 @@ use crate::security_group::{
     SecurityGroup, SecurityGroupCreate, SecurityGroupFilter, SecurityGroupRule, SecurityGroupRuleCreate,
     SecurityGroupRuleFilter,
 };
+use crate::trunk::{SubPort, Trunk, TrunkCreate};
 
 fn create_port(st: &mut State, op: &'static str, req: &PortCreate) -> Result<Port> {
     let net = st
@@ -190,6 +191,7 @@ impl Neutron for FakeNeutron {
 
     fn delete_port<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
         self.run(ops::PORT_DELETE, move |st| {
+            trunks::check_port_delete(st, id)?;
             st.ports.remove(id);
             // Neutron frees the floating IPs of a deleted port.
             for f in st.floating_ips.values_mut() {
@@ -562,6 +564,45 @@ impl Neutron for FakeNeutron {
     fn delete_security_group_rule<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
         self.run(ops::SG_RULE_DELETE, move |st| {
             st.sg_rules.remove(id);
+            Ok(())
+        })
+    }
+
+    fn create_trunk<'a>(&'a self, req: &'a TrunkCreate) -> BoxFuture<'a, Result<Trunk>> {
+        self.run(ops::TRUNK_CREATE, move |st| trunks::create(st, req))
+    }
+
+    fn get_trunk<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Trunk>> {
+        self.run(ops::TRUNK_GET, move |st| trunks::get(st, ops::TRUNK_GET, id))
+    }
+
+    fn list_trunks<'a>(&'a self, f: &'a ResourceFilter) -> BoxFuture<'a, Result<Vec<Trunk>>> {
+        self.run(ops::TRUNK_LIST, move |st| Ok(trunks::list(st, f)))
+    }
+
+    fn add_subports<'a>(
+        &'a self,
+        trunk_id: &'a str,
+        subports: &'a [SubPort],
+    ) -> BoxFuture<'a, Result<Trunk>> {
+        self.run(ops::TRUNK_ADD_SUBPORTS, move |st| {
+            trunks::add(st, trunk_id, subports)
+        })
+    }
+
+    fn remove_subports<'a>(
+        &'a self,
+        trunk_id: &'a str,
+        port_ids: &'a [String],
+    ) -> BoxFuture<'a, Result<Trunk>> {
+        self.run(ops::TRUNK_REMOVE_SUBPORTS, move |st| {
+            trunks::remove(st, trunk_id, port_ids)
+        })
+    }
+
+    fn delete_trunk<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
+        self.run(ops::TRUNK_DELETE, move |st| {
+            trunks::delete(st, id);
             Ok(())
         })
     }

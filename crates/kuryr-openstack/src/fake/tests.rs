@@ -263,3 +263,75 @@ fn security_groups_like_neutron() {
         assert!(fake.security_groups().is_empty());
     });
 }
+
+#[test]
+fn trunks_behave_like_neutrons_trunk_plugin() {
+    use crate::trunk::{SubPort, TrunkCreate};
+    use kuryr_core::nested::trunk_of;
+    let fake = FakeNeutron::new();
+    let neutron: Arc<dyn Neutron> = Arc::new(fake.clone());
+    let (net, subnet) = fake.add_network("nodes", "10.1.0.0/24");
+    block(async {
+        let ports = neutron
+            .create_ports_bulk(&vec![pod_port(&net.id, &subnet.id, "t"); 4])
+            .await
+            .unwrap();
+        let (parent, subs) = (&ports[0], &ports[1..]);
+        let trunk = neutron
+            .create_trunk(&TrunkCreate {
+                port_id: parent.id.clone(),
+                ..TrunkCreate::default()
+            })
+            .await
+            .unwrap();
+        let again = neutron
+            .create_trunk(&TrunkCreate {
+                port_id: parent.id.clone(),
+                ..TrunkCreate::default()
+            })
+            .await;
+        assert!(
+            matches!(again, Err(Error::Conflict { .. })),
+            "one trunk per parent"
+        );
+        let t = neutron
+            .add_subports(
+                &trunk.id,
+                &[SubPort::vlan(&subs[0].id, 1), SubPort::vlan(&subs[1].id, 2)],
+            )
+            .await
+            .unwrap();
+        assert_eq!(t.sub_ports.len(), 2);
+        // All or nothing: one bad subport (a VLAN ID taken) adds none.
+        let dup = neutron
+            .add_subports(
+                &trunk.id,
+                &[SubPort::vlan(&subs[2].id, 3), SubPort::vlan(&subs[2].id, 2)],
+            )
+            .await;
+        assert!(matches!(dup, Err(Error::Conflict { .. })), "{dup:?}");
+        assert_eq!(neutron.get_trunk(&trunk.id).await.unwrap().sub_ports.len(), 2);
+        // The parent shows the trunk, and cannot be deleted.
+        let shown = trunk_of(&neutron.get_port(&parent.id).await.unwrap())
+            .unwrap()
+            .unwrap();
+        assert_eq!(shown.trunk_id, trunk.id);
+        assert_eq!(shown.subports.len(), 2);
+        assert!(matches!(neutron.delete_port(&parent.id).await,
+            Err(Error::Conflict { kind, .. }) if kind == "PortInUseAsTrunkParent"));
+        assert!(matches!(neutron.delete_port(&subs[0].id).await,
+            Err(Error::Conflict { kind, .. }) if kind == "PortInUseAsSubPort"));
+        let t = neutron
+            .remove_subports(&trunk.id, &[subs[0].id.clone()])
+            .await
+            .unwrap();
+        assert_eq!(t.sub_ports, vec![SubPort::vlan(&subs[1].id, 2)]);
+        neutron.delete_trunk(&trunk.id).await.unwrap();
+        assert!(
+            trunk_of(&neutron.get_port(&parent.id).await.unwrap())
+                .unwrap()
+                .is_none()
+        );
+        neutron.delete_port(&parent.id).await.unwrap();
+    });
+}
