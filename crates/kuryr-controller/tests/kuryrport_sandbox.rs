@@ -323,6 +323,35 @@ fn neutron_writes(text: &str) -> f64 {
         - metric_sum(text, "kuryr_neutron_requests_total", &["method=\"GET\""])
 }
 
+/// The pool manager's view (`/listPools`, then `/showPool` of each): the pooled (available or
+/// cooling) and the in-use port IDs. `None` while it does not answer well.
+async fn manager_pools(sock: &std::path::Path) -> Option<(HashSet<String>, HashSet<String>)> {
+    let (code, body) = unix_get(sock, "/listPools").await;
+    (code == 200).then_some(())?;
+    let pools: Vec<serde_json::Value> = serde_json::from_str(&body).ok()?;
+    let ids = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+            .unwrap_or_default()
+    };
+    let (mut pooled, mut in_use) = (HashSet::new(), HashSet::new());
+    for p in &pools {
+        let q = format!(
+            "/showPool?host={}&project_id={}&network_id={}",
+            p["host"].as_str()?,
+            p["project_id"].as_str()?,
+            p["network_id"].as_str()?
+        );
+        let (code, body) = unix_get(sock, &q).await;
+        (code == 200).then_some(())?;
+        let ports: serde_json::Value = serde_json::from_str(&body).ok()?;
+        pooled.extend(ids(&ports["available"]));
+        pooled.extend(ids(&ports["cooling"]));
+        in_use.extend(ids(&ports["in_use"]));
+    }
+    Some((pooled, in_use))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn controller_killed_mid_burst_recovers_and_accounts_for_every_port() {
     // A crash of a sandbox daemon during this test fails it (never flakiness).
@@ -382,6 +411,51 @@ async fn controller_killed_mid_burst_recovers_and_accounts_for_every_port() {
         let t = Instant::now();
         let (health2, metrics2) = (free_port(), free_port());
         let _second = spawn_controller(&env.server.kubeconfig, &files, health2, metrics2, &log);
+        wait_for(
+            "restarted controller ready",
+            Duration::from_secs(60),
+            async || {
+                tokio::net::TcpStream::connect(health2).await.ok()?;
+                (http_get(health2, "/ready").await.0 == 200).then_some(())
+            },
+        )
+        .await;
+        // The killed controller's bulk creation, committed by Neutron only after the new one
+        // recovered (what a loaded Neutron does): three pool ports nothing knows. The restarted
+        // controller's settle looks must adopt them long before the janitor's minimum age.
+        let late = {
+            let settings = kuryr_controller::pool::PoolSettings::from_config(&config).expect("pool settings");
+            let key = kuryr_core::pool::PoolKey::new(
+                nodes[0].clone(),
+                topo.get("KURYR_SANDBOX_PROJECT_ID"),
+                topo.get("POD_NETWORK_ID"),
+            );
+            let one = kuryr_controller::pool::port_create(
+                &settings,
+                &key,
+                &[topo.get("POD_SG_ID").to_string()],
+                Vec::new(),
+                Some(kuryr_core::config::POOL_PORT_NAME.into()),
+                None,
+            );
+            let made = neutron
+                .create_ports_bulk(&[one.clone(), one.clone(), one])
+                .await
+                .expect("the late bulk");
+            made.into_iter().map(|p| p.id).collect::<HashSet<String>>()
+        };
+        let adopted_in = Instant::now();
+        wait_for("the late bulk adopted", Duration::from_secs(40), async || {
+            let (pooled, in_use) = manager_pools(&sock).await?;
+            late.iter()
+                .all(|id| pooled.contains(id) || in_use.contains(id))
+                .then_some(())
+        })
+        .await;
+        println!(
+            "a bulk committed after recovery: adopted in {} ms (janitor minimum age 60 s)",
+            adopted_in.elapsed().as_millis()
+        );
         let got = wait_vifs(&env.client, &namespaces, &burst, Duration::from_secs(300)).await;
         println!(
             "after restart: 50/50 pods wired in {} ms",
@@ -392,9 +466,10 @@ async fn controller_killed_mid_burst_recovers_and_accounts_for_every_port() {
         assert_eq!(distinct.len(), 50, "a port is referenced by two KuryrPorts");
 
         // Every tagged port is referenced by exactly one KuryrPort or pooled; ports of a bulk
-        // creation cut by the kill (deferred at recovery, or answered after the timeout) are
-        // put back in their pools by the janitor (min age 60 s: it must not delete the unbound
-        // ports of a bulk Neutron is still binding).
+        // creation cut by the kill (deferred at recovery, or committed by Neutron after it) are
+        // put back in their pools by the restarted controller's settle looks once Neutron is
+        // done with them (never while it still binds them: deleting one would roll the whole
+        // bulk back), or by the janitor (min age 60 s) for answers lost later.
         let mut last = String::new();
         let outcome = wait_for(
             "every tagged port accounted for",
@@ -412,36 +487,7 @@ async fn controller_killed_mid_burst_recovers_and_accounts_for_every_port() {
                     .into_iter()
                     .map(|p| p.id)
                     .collect();
-                let (code, body) = unix_get(&sock, "/listPools").await;
-                assert_eq!(code, 200, "{body}");
-                let pools: Vec<serde_json::Value> = serde_json::from_str(&body).expect("listPools json");
-                let mut pooled = HashSet::new();
-                let mut in_use = HashSet::new();
-                for p in &pools {
-                    let q = format!(
-                        "/showPool?host={}&project_id={}&network_id={}",
-                        p["host"].as_str()?,
-                        p["project_id"].as_str()?,
-                        p["network_id"].as_str()?
-                    );
-                    let (code, body) = unix_get(&sock, &q).await;
-                    assert_eq!(code, 200, "{body}");
-                    let ports: serde_json::Value = serde_json::from_str(&body).expect("showPool json");
-                    for state in ["available", "cooling"] {
-                        pooled.extend(
-                            ports[state]
-                                .as_array()?
-                                .iter()
-                                .filter_map(|v| v.as_str().map(str::to_string)),
-                        );
-                    }
-                    in_use.extend(
-                        ports["in_use"]
-                            .as_array()?
-                            .iter()
-                            .filter_map(|v| v.as_str().map(str::to_string)),
-                    );
-                }
+                let (pooled, in_use) = manager_pools(&sock).await?;
                 let unaccounted: Vec<&String> = tagged
                     .iter()
                     .filter(|id| !referenced.contains(*id) && !pooled.contains(*id))

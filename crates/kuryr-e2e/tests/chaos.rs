@@ -3,7 +3,9 @@
 //! Neutron slow and failing for 20 s behind the chaos proxy, Neutron and Octavia down for 20 s,
 //! a node lost for good and replaced) under pod and Service churn, each followed by the audit:
 //! nothing leaked, stuck or doubled, every iteration converged, the controller never crashed, no
-//! daemon of the sandbox cloud crashed, and pods that were running kept their connectivity.
+//! daemon of the sandbox cloud crashed, and pods that were running kept their connectivity
+//! through the faults the issue names (the controller, the API server or a daemon killed;
+//! Neutron slow).
 
 mod common;
 
@@ -73,7 +75,10 @@ async fn chaos_short_every_fault_converges_with_nothing_leaked_stuck_or_doubled(
         if i.controller_crashed {
             problems.push(format!("{name}: the controller crashed"));
         }
-        if i.links.max_outage > PROBE_LOSS_SLACK {
+        // The issue's target: running pods keep their connectivity when the controller, the
+        // API server or a daemon fails (and with Neutron slow); a loss in the other scenarios is
+        // reported with the data plane's logs (report::render), not failed on.
+        if i.scenario.keeps_connectivity() && i.links.max_outage > PROBE_LOSS_SLACK {
             problems.push(format!(
                 "{name}: running pods lost connectivity for {} ms ({})",
                 i.links.max_outage.as_millis(),

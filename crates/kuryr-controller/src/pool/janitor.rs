@@ -17,7 +17,7 @@ use kuryr_core::pool::orphans;
 use kuryr_types::KuryrPort;
 use tracing::{info, warn};
 
-use super::{Error, VifPool, lock};
+use super::{Error, VifPool};
 
 /// Why a janitor pass failed.
 #[derive(Debug, thiserror::Error)]
@@ -59,16 +59,7 @@ impl VifPool {
             let found: Vec<&kuryr_openstack::Port> = ports.iter().filter(|p| found.contains(&p.id)).collect();
             st.adopt_orphans(&found, Instant::now(), wall)
         };
-        if !adopted.is_empty() {
-            let mut cache = lock(&self.ports);
-            for p in ports.iter().filter(|p| adopted.contains(&p.id)) {
-                cache.insert(p.id.clone(), p.clone());
-            }
-            drop(cache);
-            info!(ports = ?adopted, "janitor: ports nothing owns are back in their pools");
-            self.publish_stats();
-            self.changed.send_modify(|v| *v += 1);
-        }
+        self.take_in_adopted(&ports, &adopted, "janitor");
         if delete.is_empty() {
             return Ok(delete);
         }

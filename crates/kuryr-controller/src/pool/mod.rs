@@ -32,6 +32,7 @@ mod nodes;
 pub mod recovery;
 mod release;
 pub mod settings;
+mod settle;
 pub mod source;
 #[cfg(test)]
 mod tests;

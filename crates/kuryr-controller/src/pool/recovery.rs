@@ -69,6 +69,7 @@ impl VifPool {
                 })?;
             ports.extend(more);
         }
+        let was_busy = super::settle::recently_active(&ports, jiff::Timestamp::now());
         let (state, report) = PoolState::recover(
             self.settings.pool.clone(),
             refs,
@@ -94,6 +95,10 @@ impl VifPool {
             });
         }
         self.recovered.store(true, Ordering::SeqCst);
+        // Ports of the previous controller's bulk creation still in flight, if it was busy.
+        if was_busy || !report.deferred.is_empty() {
+            tokio::spawn(self.clone().settle_after_restart());
+        }
         // Pools of nodes deleted while no controller ran.
         let me = self.clone();
         tokio::spawn(async move { me.free_pools_of_missing_nodes().await });

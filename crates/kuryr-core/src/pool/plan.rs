@@ -21,20 +21,25 @@ pub struct PoolPlan {
 /// * Below `ports_pool_min`, or with pods waiting on an empty pool: create
 ///   `max(ports_pool_batch, ports_pool_min - supply)` (upstream's formula), never while a
 ///   population of this pool is in flight, and never beyond `ports_pool_max` pooled ports
-///   (available + cooling + being created) when it is non-zero.
+///   (available + cooling + being created + deferred) when it is non-zero.
+/// * Deferred ports (a previous controller's bulk creation, not settled yet) count against
+///   the maximum but are no supply; pods waiting on an empty pool are not made to wait for
+///   them (the overshoot is trimmed once they settle).
 /// * Above `ports_pool_max` (non-zero) pooled ports: trim available ports down to it.
 pub fn plan(stats: &PoolStats, cfg: &PoolConfig) -> PoolPlan {
     let supply = stats.available + stats.populating;
-    let pooled = stats.available + stats.cooling + stats.populating;
+    let pooled = stats.available + stats.cooling + stats.populating + stats.deferred;
     let mut create = 0;
     if stats.populating == 0 {
+        let starving = stats.available == 0 && stats.waiting > 0;
         if supply < cfg.min {
             create = cfg.batch.max(cfg.min - supply);
-        } else if stats.available == 0 && stats.waiting > 0 {
+        } else if starving {
             create = cfg.batch.max(1);
         }
         if cfg.max != 0 {
-            create = create.min(cfg.max.saturating_sub(pooled));
+            let counted = if starving { pooled - stats.deferred } else { pooled };
+            create = create.min(cfg.max.saturating_sub(counted));
         }
     }
     let trim = if cfg.max != 0 && pooled > cfg.max {
@@ -65,6 +70,7 @@ mod tests {
             cooling,
             populating,
             waiting,
+            deferred: 0,
         }
     }
 
@@ -112,5 +118,24 @@ mod tests {
             PoolPlan { create: 0, trim: 2 }
         );
         assert_eq!(plan(&st(200, 0, 0, 0), &cfg(5, 0, 10)).trim, 0);
+    }
+
+    #[test]
+    fn deferred_ports_count_against_max_but_never_starve_a_waiting_pod() {
+        let deferred = |mut s: PoolStats, d| {
+            s.deferred = d;
+            s
+        };
+        // 30 available + 10 deferred = max 40: nothing created, nothing trimmed.
+        assert_eq!(
+            plan(&deferred(st(30, 0, 0, 0), 10), &cfg(5, 40, 10)),
+            PoolPlan { create: 0, trim: 0 }
+        );
+        // 35 + 10 > 40: the available ones are trimmed to make room.
+        assert_eq!(plan(&deferred(st(35, 0, 0, 0), 10), &cfg(5, 40, 10)).trim, 5);
+        // Below min, the deferred ports still limit the batch.
+        assert_eq!(plan(&deferred(st(0, 0, 0, 0), 35), &cfg(5, 40, 10)).create, 5);
+        // A pod waits on an empty pool: created as if the deferred ports did not exist.
+        assert_eq!(plan(&deferred(st(0, 0, 0, 1), 40), &cfg(0, 40, 10)).create, 10);
     }
 }

@@ -105,7 +105,7 @@ fn placement(p: &Port, cooldown: Duration, now: Instant, wall_now: jiff::Timesta
 }
 
 /// Younger than `age` (creation time unreadable: treated as young, the safe side).
-fn younger_than(p: &Port, age: Duration, wall_now: jiff::Timestamp) -> bool {
+pub(super) fn younger_than(p: &Port, age: Duration, wall_now: jiff::Timestamp) -> bool {
     p.created()
         .is_none_or(|c| Duration::try_from(wall_now.duration_since(c)).map_or(true, |a| a < age))
 }
@@ -158,6 +158,7 @@ impl PoolState {
         for p in ours {
             if busy.contains(&pool_key(p)) && younger_than(p, settle, wall_now) {
                 report.deferred.push(p.id.clone());
+                state.defer(pool_key(p), p.id.clone());
                 continue;
             }
             match placement(p, cooldown, now, wall_now) {
@@ -182,7 +183,7 @@ impl PoolState {
     }
 }
 
-fn pool_key(p: &Port) -> PoolKey {
+pub(super) fn pool_key(p: &Port) -> PoolKey {
     PoolKey::new(&p.binding_host_id, p.project(), &p.network_id)
 }
 
@@ -209,8 +210,9 @@ impl PoolState {
                 continue;
             }
             let key = pool_key(p);
+            self.undefer(&key, &p.id);
             let st = match placement(p, self.config().cooldown, now, wall_now) {
-                Placement::Pool(st) if !self.network_closed(&key.network_id) => st,
+                Placement::Pool(st) if !self.is_closed(&key.network_id, &key.host) => st,
                 _ => {
                     if self.adopt(&p.id, key, SgSet::default(), PortState::Deleting) {
                         delete.push(p.id.clone());

@@ -14,6 +14,7 @@ use crate::config::PoolConfig;
 mod bucket;
 mod invariants;
 mod maintenance;
+mod settle;
 
 use bucket::Pool;
 
@@ -241,7 +242,11 @@ impl PoolState {
         let count = if self.cfg.max == 0 {
             count
         } else {
-            count.min(self.cfg.max.saturating_sub(stats.available + stats.cooling))
+            count.min(
+                self.cfg
+                    .max
+                    .saturating_sub(stats.available + stats.cooling + stats.deferred),
+            )
         };
         if count == 0 {
             return None;
@@ -380,8 +385,7 @@ impl PoolState {
         let closed = self.is_closed(&key.network_id, &key.host);
         let pool = self.pools.entry(key).or_default();
         pool.in_use = pool.in_use.saturating_sub(1);
-        let pooled = pool.available() + pool.cooling;
-        let full = self.cfg.max != 0 && pooled >= self.cfg.max;
+        let full = self.cfg.max != 0 && pool.pooled() >= self.cfg.max;
         let e = self
             .ports
             .get_mut(port_id)
@@ -467,7 +471,7 @@ impl PoolState {
                 self.closed_networks.contains(&key.network_id) || self.closed_hosts.contains(&key.host);
             let pool = self.pools.entry(key).or_default();
             pool.cooling = pool.cooling.saturating_sub(1);
-            let full = self.cfg.max != 0 && pool.available() + pool.cooling >= self.cfg.max;
+            let full = self.cfg.max != 0 && pool.pooled() >= self.cfg.max;
             if closed || full {
                 e.state = PortState::Deleting;
                 out.delete.push(id);
@@ -532,6 +536,7 @@ impl PoolState {
                 .and_then(|t| self.tickets.get(&t))
                 .map_or(0, |t| t.req.count),
             waiting: pool.waiting.len() as u32,
+            deferred: pool.deferred.len() as u32,
         }
     }
 
@@ -554,7 +559,7 @@ impl PoolState {
     }
 
     /// Whether the pool of `(network, host)` is closed (its network deleted or its node gone).
-    fn is_closed(&self, network_id: &str, host: &str) -> bool {
+    pub(super) fn is_closed(&self, network_id: &str, host: &str) -> bool {
         self.closed_networks.contains(network_id) || self.closed_hosts.contains(host)
     }
 

@@ -72,7 +72,8 @@ fn empty_pool_populates_then_serves_without_actions() {
             in_use: 0,
             cooling: 0,
             populating: 3,
-            waiting: 2
+            waiting: 2,
+            deferred: 0,
         }
     );
     let out = st.complete_population(req.ticket, ids("a", 3)).unwrap();

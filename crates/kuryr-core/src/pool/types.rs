@@ -286,6 +286,10 @@ pub struct PoolStats {
     pub populating: u32,
     /// Pods that asked and got no port since the last take.
     pub waiting: u32,
+    /// Ports of a bulk creation a previous controller left in flight, seen but not settled
+    /// yet (see [`super::PoolState::settle_look`]): not usable, counted against
+    /// `ports_pool_max`.
+    pub deferred: u32,
 }
 
 /// Where a known port is.

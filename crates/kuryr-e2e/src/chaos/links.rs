@@ -10,7 +10,7 @@ use std::{
         Arc, Mutex, MutexGuard,
         atomic::{AtomicBool, Ordering},
     },
-    time::{Duration, Instant},
+    time::{Duration, Instant, SystemTime},
 };
 
 use crate::soak::{SoakPod, enter_netns, tcp_probe};
@@ -19,9 +19,13 @@ use crate::soak::{SoakPod, enter_netns, tcp_probe};
 #[derive(Debug, Clone)]
 struct Pair {
     last_ok: Instant,
+    /// `last_ok` on the wall clock (to line outages up with the sandbox's logs).
+    last_ok_wall: SystemTime,
     failing: bool,
     /// Longest outage since the last reset (closed outages only).
     worst: Duration,
+    /// When that outage began and ended (wall clock).
+    worst_span: Option<(SystemTime, SystemTime)>,
     probes: u64,
     failures: u64,
     /// Why the probes of this window failed (the first few).
@@ -43,6 +47,23 @@ pub struct LinkWindow {
     /// network; a connection accepted but not answered in time is the answering pod (the
     /// emulated node's responder) being slow.
     pub failures_why: Vec<String>,
+    /// Every pair that lost probes, worst first.
+    pub lost_pairs: Vec<PairLoss>,
+}
+
+/// One pair's losses over a window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PairLoss {
+    /// `from -> to`.
+    pub pair: String,
+    /// Probes unanswered.
+    pub failures: u64,
+    /// Probes sent.
+    pub probes: u64,
+    /// Its longest time without an answer.
+    pub longest: Duration,
+    /// When that began and ended (wall clock; the end is the window's end while it lasts).
+    pub span: Option<(SystemTime, SystemTime)>,
 }
 
 /// The running probe.
@@ -65,8 +86,10 @@ impl LinkProbe {
                     (a, b),
                     Pair {
                         last_ok: now,
+                        last_ok_wall: SystemTime::now(),
                         failing: false,
                         worst: Duration::ZERO,
+                        worst_span: None,
                         probes: 0,
                         failures: 0,
                         why: Vec::new(),
@@ -99,16 +122,31 @@ impl LinkProbe {
         let now = Instant::now();
         let mut w = LinkWindow::default();
         let mut pairs = lock(&self.pairs);
+        let wall = SystemTime::now();
         for ((a, b), p) in pairs.iter_mut() {
             let open = if p.failing {
                 now - p.last_ok
             } else {
                 Duration::ZERO
             };
-            let worst = p.worst.max(open);
+            let (worst, span) = if open > p.worst {
+                (open, Some((p.last_ok_wall, wall)))
+            } else {
+                (p.worst, p.worst_span)
+            };
+            let label = format!("{} -> {}", self.labels[*a], self.labels[*b]);
             if worst > w.max_outage {
                 w.max_outage = worst;
-                w.worst_pair = Some(format!("{} -> {}", self.labels[*a], self.labels[*b]));
+                w.worst_pair = Some(label.clone());
+            }
+            if p.failures > 0 || p.failing {
+                w.lost_pairs.push(PairLoss {
+                    pair: label,
+                    failures: p.failures,
+                    probes: p.probes,
+                    longest: worst,
+                    span,
+                });
             }
             w.probes += p.probes;
             w.failures += p.failures;
@@ -117,13 +155,16 @@ impl LinkProbe {
                     .push(format!("{} -> {}: {why}", self.labels[*a], self.labels[*b]));
             }
             p.worst = Duration::ZERO;
+            p.worst_span = None;
             p.probes = 0;
             p.failures = 0;
             if p.failing {
                 // An outage going on carries into the next window from now.
                 p.last_ok = now;
+                p.last_ok_wall = wall;
             }
         }
+        w.lost_pairs.sort_by_key(|p| std::cmp::Reverse(p.longest));
         w
     }
 
@@ -163,11 +204,16 @@ fn client(
             if let Some(p) = pairs.get_mut(&(me, to)) {
                 p.probes += 1;
                 if ok {
+                    let wall = SystemTime::now();
                     if p.failing {
-                        p.worst = p.worst.max(at - p.last_ok);
+                        if at - p.last_ok > p.worst {
+                            p.worst = at - p.last_ok;
+                            p.worst_span = Some((p.last_ok_wall, wall));
+                        }
                         p.failing = false;
                     }
                     p.last_ok = at;
+                    p.last_ok_wall = wall;
                 } else {
                     p.failures += 1;
                     p.failing = true;

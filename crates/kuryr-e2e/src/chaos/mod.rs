@@ -11,10 +11,11 @@ pub mod faults;
 pub mod links;
 pub mod proxy;
 pub mod report;
+pub mod sandbox_logs;
 
 use std::{
     sync::{Arc, Mutex},
-    time::{Duration, Instant},
+    time::{Duration, Instant, SystemTime},
 };
 
 use kube::Client;
@@ -78,7 +79,16 @@ pub struct IterationResult {
     pub converged_after: Option<Duration>,
     /// The controller died or changed pid outside the fault.
     pub controller_crashed: bool,
+    /// When the fault began and ended (wall clock).
+    pub fault_span: (SystemTime, SystemTime),
+    /// When running pods went without an answer for over [`LOSS_WORTH_A_LOOK`]: what the
+    /// sandbox's data plane logged meanwhile ([`sandbox_logs::excerpt`]).
+    pub data_plane_log: Vec<String>,
 }
+
+/// A loss of connectivity long enough to collect the data plane's logs for (one lost probe
+/// round on a busy machine is shorter).
+pub const LOSS_WORTH_A_LOOK: Duration = Duration::from_millis(2500);
 
 /// What the whole run gave.
 #[derive(Debug, Clone, Default)]
@@ -213,9 +223,9 @@ pub async fn run(
             tokio::time::sleep(cfg.warm_up).await;
             let _ = probe.take_window();
             let controller_before = cluster.pid("controller");
-            let fault_start = Instant::now();
+            let (fault_start, fault_start_wall) = (Instant::now(), SystemTime::now());
             let fault = faults::inject(scenario, i, &ctx).await;
-            let fault_end = Instant::now();
+            let (fault_end, fault_end_wall) = (Instant::now(), SystemTime::now());
             churn.set_running(false);
             let controller_after_fault = cluster.pid("controller");
             let (fault, fault_error) = match fault {
@@ -230,6 +240,12 @@ pub async fn run(
                 tokio::time::sleep(rest).await;
             }
             let links = probe.take_window();
+            let data_plane_log = match links.lost_pairs.first().and_then(|p| p.span) {
+                Some(span) if links.max_outage > LOSS_WORTH_A_LOOK => {
+                    sandbox_logs::excerpt(&sandbox_logs::log_dir(), span, Duration::from_secs(2), 30)
+                }
+                _ => Vec::new(),
+            };
             let controller_end = cluster.pid("controller");
             let controller_crashed = controller_end.is_none()
                 || controller_end != controller_after_fault
@@ -244,6 +260,8 @@ pub async fn run(
                 findings,
                 converged_after,
                 controller_crashed,
+                fault_span: (fault_start_wall, fault_end_wall),
+                data_plane_log,
             };
             info!(line = %report::iteration_line(&result), "chaos: iteration done");
             report.iterations.push(result);

@@ -166,6 +166,38 @@ pub fn render(report: &ChaosReport) -> String {
             for why in r.links.failures_why.iter().take(6) {
                 let _ = writeln!(out, "  {why}");
             }
+            if r.links.max_outage > super::LOSS_WORTH_A_LOOK {
+                let _ = writeln!(
+                    out,
+                    "  fault from {} to {}; pairs that lost probes:",
+                    clock(r.fault_span.0),
+                    clock(r.fault_span.1)
+                );
+                for p in r.links.lost_pairs.iter().take(12) {
+                    let span = p
+                        .span
+                        .map(|(a, b)| format!(" from {} to {}", clock(a), clock(b)))
+                        .unwrap_or_default();
+                    let _ = writeln!(
+                        out,
+                        "    {}: {} of {} unanswered, longest {} ms{span}",
+                        p.pair,
+                        p.failures,
+                        p.probes,
+                        p.longest.as_millis()
+                    );
+                }
+                let _ = writeln!(
+                    out,
+                    "  the data plane's logs meanwhile (warnings, errors, daemons stopped or started):"
+                );
+                if r.data_plane_log.is_empty() {
+                    let _ = writeln!(out, "    (nothing)");
+                }
+                for l in &r.data_plane_log {
+                    let _ = writeln!(out, "    {l}");
+                }
+            }
         }
     }
     if !report.sandbox_crashes.is_empty() {
@@ -199,4 +231,22 @@ pub fn last_line(report: &ChaosReport) -> String {
         sum(|x| x.controller_crashes),
         report.sandbox_crashes.len()
     )
+}
+
+/// A wall-clock time as `HH:MM:SS.mmm` UTC.
+fn clock(t: std::time::SystemTime) -> String {
+    jiff::Timestamp::try_from(t)
+        .map(|t| t.strftime("%H:%M:%S%.3f").to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_is_utc_with_milliseconds() {
+        let t: jiff::Timestamp = "2026-11-27T13:03:12.345678Z".parse().expect("time");
+        assert_eq!(clock(std::time::SystemTime::from(t)), "13:03:12.345");
+    }
 }

@@ -30,6 +30,10 @@ pub(super) struct Pool {
     pub(super) last_sgs: SgSet,
     pub(super) in_use: u32,
     pub(super) cooling: u32,
+    /// Ports of a previous controller's bulk creation, not settled yet (see `settle.rs`).
+    pub(super) deferred: BTreeSet<String>,
+    /// This pool's unknown ports at the last settle look (`None`: no look yet, or busy).
+    pub(super) last_look: Option<BTreeSet<String>>,
 }
 
 impl Pool {
@@ -79,7 +83,16 @@ impl Pool {
         Some((p, g.sgs.clone()))
     }
 
+    /// Ports counted against `ports_pool_max`: available, cooling and deferred.
+    pub(super) fn pooled(&self) -> u32 {
+        self.available() + self.cooling + self.deferred.len() as u32
+    }
+
     pub(super) fn is_idle(&self) -> bool {
-        self.available() == 0 && self.in_use == 0 && self.cooling == 0 && self.populating.is_none()
+        self.available() == 0
+            && self.in_use == 0
+            && self.cooling == 0
+            && self.populating.is_none()
+            && self.deferred.is_empty()
     }
 }
