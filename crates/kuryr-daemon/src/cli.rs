@@ -197,8 +197,12 @@ pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
         .ovsdb
         .clone()
         .unwrap_or_else(|| Ovsdb::default_target(std::env::var("OVS_RUNDIR").ok().as_deref()));
-    let bindings: Arc<dyn crate::binding::Bindings> =
-        Arc::new(NodeBindings::new(OvsBinding::new(Ovsdb::new(&ovsdb_target))));
+    let mut node_bindings = NodeBindings::new(OvsBinding::new(Ovsdb::new(&ovsdb_target)));
+    // A VM node wires nested VLAN VIFs on its trunk interface.
+    if !config.binding.link_iface.is_empty() {
+        node_bindings = node_bindings.with_vlan(config.binding.link_iface.clone());
+    }
+    let bindings: Arc<dyn crate::binding::Bindings> = Arc::new(node_bindings);
     let bridge = config
         .neutron_defaults
         .ovs_bridge

@@ -8,7 +8,7 @@ use std::os::fd::AsRawFd;
 use futures::TryStreamExt;
 use ipnet::IpNet;
 use rtnetlink::{
-    Handle, LinkMessageBuilder, LinkUnspec, LinkVeth, RouteMessageBuilder,
+    Handle, LinkMessageBuilder, LinkUnspec, LinkVeth, LinkVlan, RouteMessageBuilder,
     packet_route::{
         address::AddressAttribute,
         link::{InfoData, InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkMessage},
@@ -192,6 +192,45 @@ impl Netlink {
             .execute()
             .await
             .map_err(Self::req("add veth", name))
+    }
+
+    /// Creates VLAN `vlan_id` of link `parent` (an index in this connection's namespace)
+    /// directly inside the namespace open as `into`, called `name` there, with `mac` and `mtu`,
+    /// down. The parent stays where it is; the VLAN link lives in the pod's namespace. The
+    /// kernel looks `name` up in *this* namespace first (an existing link there would be taken
+    /// for a change request): use a name no link here has, and rename the link in its new
+    /// namespace. Fails with [`NetlinkError::is_exists`] when `name` is taken.
+    pub async fn add_vlan_into(
+        &self,
+        name: &str,
+        parent: u32,
+        vlan_id: u16,
+        mac: [u8; 6],
+        mtu: Option<u32>,
+        into: &impl AsRawFd,
+    ) -> Result<(), NetlinkError> {
+        let mut b = LinkVlan::new(name, parent, vlan_id)
+            .address(mac.to_vec())
+            .setns_by_fd(into.as_raw_fd());
+        if let Some(m) = mtu {
+            b = b.mtu(m);
+        }
+        self.handle
+            .link()
+            .add(b.build())
+            .execute()
+            .await
+            .map_err(Self::req("add vlan", name))
+    }
+
+    /// Renames link `index` (down) from `from` to `to`.
+    pub async fn rename(&self, index: u32, from: &str, to: &str) -> Result<(), NetlinkError> {
+        self.handle
+            .link()
+            .set(LinkUnspec::new_with_index(index).name(to.to_owned()).build())
+            .execute()
+            .await
+            .map_err(Self::req("rename link", from))
     }
 
     /// Brings link `index` (called `name` in errors) up.

@@ -2,8 +2,9 @@
 //!
 //! [`Binder`] is one driver (connect, disconnect, check one VIF); [`Bindings`] is the node's
 //! set of drivers, chosen by VIF class, plus what STATUS and ADD ask of the datapath as a whole.
-//! [`NodeBindings`] is the real set — today the Open vSwitch veth binding ([`ovs`]) for
-//! `VIFOpenVSwitch`; the nested VLAN and macvlan bindings become further drivers in it — and
+//! [`NodeBindings`] is the real set — the Open vSwitch veth binding ([`ovs`]) for
+//! `VIFOpenVSwitch`, on a VM node the nested VLAN binding ([`vlan`]) for `VIFVlanNested` (the
+//! macvlan one becomes a further driver in it) — and
 //! `fake::FakeBindings` (tests) records calls so that the CNI verbs are unit-tested without
 //! namespaces, netlink or OVS.
 //!
@@ -13,7 +14,9 @@
 #[cfg(test)]
 pub mod fake;
 pub mod ovs;
+mod pod_end;
 pub mod spec;
+pub mod vlan;
 
 use std::{future::Future, path::Path, pin::Pin, sync::Arc};
 
@@ -35,6 +38,9 @@ pub enum BindingError {
     /// Open vSwitch binding failure.
     #[error(transparent)]
     Ovs(#[from] ovs::OvsBindingError),
+    /// Nested VLAN binding failure.
+    #[error(transparent)]
+    Vlan(#[from] vlan::VlanBindingError),
     /// A failure injected by a test double.
     #[error("{0}")]
     Injected(String),
@@ -82,13 +88,21 @@ pub trait Bindings: Send + Sync {
 pub struct NodeBindings {
     ovs: ovs::OvsBinding,
     ovn: Arc<OvnInstalledWatch>,
+    /// The nested VLAN driver, on a VM node (`[binding] link_iface`).
+    vlan: Option<vlan::VlanBinding>,
 }
 
 impl NodeBindings {
     /// The node's drivers over the OVS database of `ovs`.
     pub fn new(ovs: ovs::OvsBinding) -> Self {
         let ovn = OvnInstalledWatch::new(ovs.ovsdb().clone());
-        NodeBindings { ovs, ovn }
+        NodeBindings { ovs, ovn, vlan: None }
+    }
+
+    /// Adds the nested VLAN driver (a VM node: VLANs of `link_iface`).
+    pub fn with_vlan(mut self, link_iface: impl Into<String>) -> Self {
+        self.vlan = Some(vlan::VlanBinding::new(link_iface));
+        self
     }
 
     /// The Open vSwitch driver.
@@ -97,44 +111,55 @@ impl NodeBindings {
     }
 }
 
-impl Binder for ovs::OvsBinding {
-    fn connect<'a>(&'a self, spec: &'a WireSpec, netns: &'a Path) -> BoxFuture<'a, Result<(), BindingError>> {
-        Box::pin(async move {
-            ovs::OvsBinding::connect(self, spec, netns)
-                .await
-                .map_err(Into::into)
-        })
-    }
+/// [`Binder`] for a driver type with inherent `connect`/`disconnect`/`check` methods of the
+/// same signatures (their own error types, converted into [`BindingError`]).
+macro_rules! binder_of {
+    ($ty:ty) => {
+        impl Binder for $ty {
+            fn connect<'a>(
+                &'a self,
+                spec: &'a WireSpec,
+                netns: &'a Path,
+            ) -> BoxFuture<'a, Result<(), BindingError>> {
+                Box::pin(async move { <$ty>::connect(self, spec, netns).await.map_err(Into::into) })
+            }
 
-    fn disconnect<'a>(
-        &'a self,
-        spec: &'a WireSpec,
-        netns: &'a Path,
-    ) -> BoxFuture<'a, Result<(), BindingError>> {
-        Box::pin(async move {
-            ovs::OvsBinding::disconnect(self, spec, netns)
-                .await
-                .map_err(Into::into)
-        })
-    }
+            fn disconnect<'a>(
+                &'a self,
+                spec: &'a WireSpec,
+                netns: &'a Path,
+            ) -> BoxFuture<'a, Result<(), BindingError>> {
+                Box::pin(async move {
+                    <$ty>::disconnect(self, spec, netns)
+                        .await
+                        .map_err(Into::into)
+                })
+            }
 
-    fn check<'a>(
-        &'a self,
-        spec: &'a WireSpec,
-        netns: &'a Path,
-    ) -> BoxFuture<'a, Result<CheckReport, BindingError>> {
-        Box::pin(async move {
-            ovs::OvsBinding::check(self, spec, netns)
-                .await
-                .map_err(Into::into)
-        })
-    }
+            fn check<'a>(
+                &'a self,
+                spec: &'a WireSpec,
+                netns: &'a Path,
+            ) -> BoxFuture<'a, Result<CheckReport, BindingError>> {
+                Box::pin(async move { <$ty>::check(self, spec, netns).await.map_err(Into::into) })
+            }
+        }
+    };
 }
+
+binder_of!(ovs::OvsBinding);
+binder_of!(vlan::VlanBinding);
 
 impl Bindings for NodeBindings {
     fn for_kind(&self, kind: &VifKind) -> Result<&dyn Binder, BindingError> {
         match kind {
             VifKind::OpenVSwitch => Ok(&self.ovs),
+            VifKind::VlanNested => match &self.vlan {
+                Some(v) => Ok(v),
+                None => Err(BindingError::Unsupported(
+                    "VIFVlanNested (this node has no [binding] link_iface: not a VM node)".into(),
+                )),
+            },
             other => Err(BindingError::Unsupported(other.as_str().to_owned())),
         }
     }

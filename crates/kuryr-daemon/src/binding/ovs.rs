@@ -11,7 +11,7 @@ use std::{
 };
 
 use crate::{
-    binding::{CheckReport, spec::WireSpec},
+    binding::{CheckReport, pod_end, spec::WireSpec},
     ethtool,
     netlink::{Netlink, NetlinkError},
     netns::{self, NetnsError},
@@ -163,33 +163,14 @@ async fn wire_links(spec: &WireSpec, netns_path: &Path, netdev: bool) -> Result<
         other => other.map_err(nl_err)?,
     }
     let veth_ms = ms(t0);
-    if spec.addresses.iter().any(|a| a.addr().is_ipv6()) {
-        // Container runtimes may start namespaces with IPv6 disabled; /proc/sys/net is the
-        // namespace of the opening thread, i.e. the pod's here. Best effort, as upstream.
-        let _ = std::fs::write("/proc/sys/net/ipv6/conf/all/disable_ipv6", "0");
-    }
-    let index = pod
-        .link(&spec.ifname)
-        .await
-        .map_err(nl_err)?
-        .ok_or_else(|| nl_err(NetlinkError::NoLink(spec.ifname.clone())))?
-        .index;
-    pod.set_up(index, &spec.ifname).await.map_err(nl_err)?;
-    pod.loopback_up().await.map_err(nl_err)?;
-    let up_ms = ms(t0);
-    for a in &spec.addresses {
-        pod.add_address(index, *a).await.map_err(nl_err)?;
-    }
-    for r in &spec.routes {
-        pod.add_route(index, r).await.map_err(nl_err)?;
-    }
+    pod_end::configure(&pod, spec).await.map_err(nl_err)?;
     let l3_ms = ms(t0);
     if netdev {
         // The thread is in the pod's namespace: the ioctl applies there.
         ethtool::tx_checksum_off(&spec.ifname).map_err(OvsBindingError::Ethtool)?;
     }
-    tracing::debug!(host_dev = %spec.host_dev, veth_ms, up_ms, l3_ms, end_ms = ms(t0),
-        "link phases (cumulative: veth pair, links up, addresses and routes, checksum offload)");
+    tracing::debug!(host_dev = %spec.host_dev, veth_ms, l3_ms, end_ms = ms(t0),
+        "link phases (cumulative: veth pair, pod end up with addresses and routes, checksum offload)");
     Ok(())
 }
 
@@ -227,37 +208,11 @@ async fn check_links(spec: &WireSpec, netns_path: &Path) -> Result<CheckReport, 
     let pod_ns = netns::open(netns_path)?;
     netns::enter(&pod_ns, netns_path)?;
     let nl = Netlink::connect().map_err(OvsBindingError::Netlink)?;
-    let Some(link) = nl.link(&spec.ifname).await.map_err(OvsBindingError::Netlink)? else {
-        report.push(format!(
-            "interface {} is missing in {}",
-            spec.ifname,
-            netns_path.display()
-        ));
-        return Ok(report);
-    };
-    if link.mac.as_deref() != Some(&spec.mac[..]) {
-        report.push(format!(
-            "interface {} has MAC {:?}, want {}",
-            spec.ifname,
-            link.mac,
-            spec.mac_string()
-        ));
-    }
-    if spec.mtu.is_some() && link.mtu != spec.mtu {
-        report.push(format!(
-            "interface {} has MTU {:?}, want {:?}",
-            spec.ifname, link.mtu, spec.mtu
-        ));
-    }
-    if !link.up {
-        report.push(format!("interface {} is down", spec.ifname));
-    }
-    let addrs = nl.addresses(link.index).await.map_err(OvsBindingError::Netlink)?;
-    for a in &spec.addresses {
-        if !addrs.contains(&a.addr()) {
-            report.push(format!("interface {} lacks address {a}", spec.ifname));
-        }
-    }
+    report.append(
+        &mut pod_end::check(&nl, spec, netns_path)
+            .await
+            .map_err(OvsBindingError::Netlink)?,
+    );
     Ok(report)
 }
 

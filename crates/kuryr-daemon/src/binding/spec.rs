@@ -38,6 +38,9 @@ pub enum SpecError {
     /// The VIF class has no binding driver yet.
     #[error("no binding driver for VIF class {0}")]
     UnsupportedVif(String),
+    /// A `VIFVlanNested` without a VLAN ID from 1 to 4094.
+    #[error("VIFVlanNested VLAN ID {0:?} is missing or out of 1..=4094")]
+    BadVlan(Option<i64>),
 }
 
 /// A route to install in the pod namespace.
@@ -66,8 +69,11 @@ pub struct WireSpec {
     pub addresses: Vec<IpNet>,
     /// Subnet host routes, plus the default route(s) for the default VIF.
     pub routes: Vec<RouteSpec>,
-    /// Integration bridge.
+    /// Integration bridge (empty for a nested VLAN VIF: no bridge on the VM).
     pub bridge: String,
+    /// The trunk subport's VLAN ID (`VIFVlanNested`); `None` for the Open vSwitch binding.
+    #[serde(default)]
+    pub vlan_id: Option<u16>,
     /// Pod UID (`external_ids:vm-uuid`).
     pub pod_uid: String,
 }
@@ -154,9 +160,16 @@ pub fn effective_mtu(network_mtu: Option<i64>, network_device_mtu: u32) -> Optio
 
 /// Computes the [`WireSpec`] of `vif` (see the module docs).
 pub fn wire_spec(vif: &Vif, cx: SpecContext<'_>) -> Result<WireSpec, SpecError> {
-    if !matches!(vif.kind, VifKind::OpenVSwitch) {
-        return Err(SpecError::UnsupportedVif(vif.kind.as_str().to_owned()));
-    }
+    let vlan_id = match vif.kind {
+        VifKind::OpenVSwitch => None,
+        VifKind::VlanNested => Some(
+            vif.vlan_id
+                .and_then(|v| u16::try_from(v).ok())
+                .filter(|v| (1..=4094).contains(v))
+                .ok_or(SpecError::BadVlan(vif.vlan_id))?,
+        ),
+        _ => return Err(SpecError::UnsupportedVif(vif.kind.as_str().to_owned())),
+    };
     let port_id = vif
         .id
         .clone()
@@ -170,12 +183,16 @@ pub fn wire_spec(vif: &Vif, cx: SpecContext<'_>) -> Result<WireSpec, SpecError> 
     let mac_s = vif.address.clone().unwrap_or_default();
     let mac = parse_mac(&mac_s).ok_or(SpecError::BadMac(mac_s))?;
     let network = vif.network.as_ref();
-    let bridge = network
-        .and_then(|n| n.bridge.clone())
-        .or_else(|| vif.bridge_name.clone())
-        .filter(|b| !b.is_empty())
-        .or_else(|| cx.default_bridge.filter(|b| !b.is_empty()).map(str::to_owned))
-        .ok_or(SpecError::MissingBridge)?;
+    let bridge = if vlan_id.is_some() {
+        String::new()
+    } else {
+        network
+            .and_then(|n| n.bridge.clone())
+            .or_else(|| vif.bridge_name.clone())
+            .filter(|b| !b.is_empty())
+            .or_else(|| cx.default_bridge.filter(|b| !b.is_empty()).map(str::to_owned))
+            .ok_or(SpecError::MissingBridge)?
+    };
     let host_dev = vif
         .vif_name
         .clone()
@@ -235,6 +252,7 @@ pub fn wire_spec(vif: &Vif, cx: SpecContext<'_>) -> Result<WireSpec, SpecError> 
         addresses,
         routes,
         bridge,
+        vlan_id,
         pod_uid: cx.pod_uid.to_owned(),
     })
 }
@@ -304,6 +322,28 @@ mod tests {
     }
 
     #[test]
+    fn spec_of_a_nested_vlan_vif_has_its_vlan_and_no_bridge() {
+        let mut v = vif();
+        v.kind = VifKind::VlanNested;
+        v.network.as_mut().unwrap().bridge = None;
+        v.vlan_id = Some(101);
+        let s = wire_spec(&v, cx(true)).unwrap();
+        assert_eq!(s.vlan_id, Some(101));
+        assert!(s.bridge.is_empty());
+        assert_eq!(s.addresses, vec!["10.10.0.7/24".parse::<IpNet>().unwrap()]);
+        assert!(s.routes.iter().any(|r| r.dst.prefix_len() == 0));
+        for bad in [None, Some(0), Some(4095), Some(-1), Some(70000)] {
+            v.vlan_id = bad;
+            assert_eq!(wire_spec(&v, cx(true)), Err(SpecError::BadVlan(bad)));
+        }
+        // A stored spec from before VLANs reads as no VLAN.
+        let mut json = serde_json::to_value(wire_spec(&vif(), cx(true)).unwrap()).unwrap();
+        json.as_object_mut().unwrap().remove("vlan_id");
+        let old: WireSpec = serde_json::from_value(json).unwrap();
+        assert_eq!(old.vlan_id, None);
+    }
+
+    #[test]
     fn spec_of_default_vif() {
         let s = wire_spec(&vif(), cx(true)).unwrap();
         assert_eq!(s.host_dev, "tap3e5f2a1b-7c");
@@ -351,7 +391,7 @@ mod tests {
             ..cx(true)
         };
         assert_eq!(wire_spec(&v, with_default).unwrap().bridge, "br-x");
-        let v = Vif::new(VifKind::VlanNested, "p");
+        let v = Vif::new(VifKind::MacvlanNested, "p");
         assert!(matches!(
             wire_spec(&v, cx(true)),
             Err(SpecError::UnsupportedVif(_))
