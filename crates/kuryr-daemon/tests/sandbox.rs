@@ -503,7 +503,7 @@ async fn bad_requests_get_errors_and_the_daemon_keeps_serving() {
     // A VIF the daemon cannot wire (here: a class without a binding driver) is bad input in a
     // KuryrPort, not a sick daemon: "try again later" (the controller rewrites what it cannot
     // read), with the reason, and it does not count towards the failure limit.
-    let mut vif = kuryr_types::Vif::new(kuryr_types::VifKind::VlanNested, "nested-port");
+    let mut vif = kuryr_types::Vif::new(kuryr_types::VifKind::MacvlanNested, "nested-port");
     vif.address = Some("fa:16:3e:00:00:01".into());
     put_kuryrport(&cluster.client, "nested", &d.node, "u-nested", &vif).await;
     let args = format!("K8S_POD_NAMESPACE={NS};K8S_POD_NAME=nested;K8S_POD_UID=u-nested");
@@ -516,7 +516,7 @@ async fn bad_requests_get_errors_and_the_daemon_keeps_serving() {
             v["details"]
                 .as_str()
                 .unwrap()
-                .contains("no binding driver for VIF class VIFVlanNested"),
+                .contains("no binding driver for VIF class VIFMacvlanNested"),
             "{resp}"
         );
     }

@@ -133,9 +133,9 @@ async fn on_the_host(topo: &Topo, os: &Os) {
     ids.confirm(&trunk.trunk_id, &[vlan]);
 
     // The VIF the controller writes for it, and the spec the daemon's ADD computes.
-    let mut vif = os.vif(&port);
-    vif.kind = VifKind::VlanNested;
-    vif.vlan_id = Some(i64::from(vlan));
+    let vif = kuryr_types::from_neutron::vif_vlan_nested(&port, &os.network, &os.subnets, vlan)
+        .expect("VIFVlanNested");
+    assert_eq!(vif.kind, VifKind::VlanNested);
     let spec = wire_spec(
         &vif,
         SpecContext {

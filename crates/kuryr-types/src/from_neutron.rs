@@ -3,7 +3,9 @@
 //! (or `VIFBridge` with `ovs_hybrid_plug`) with plugin `ovs`, device `tap` + the port ID cut to
 //! 14 characters, the bridge from `binding:vif_details.bridge_name` else
 //! `[neutron_defaults]ovs_bridge`, the network's MTU and every subnet of the port's fixed IPs
-//! with CIDR, gateway, DNS servers and host routes.
+//! with CIDR, gateway, DNS servers and host routes. And the nested translation of a trunk
+//! subport (`nested-vlan`, upstream's `VlanPodVIFDriver`): a `VIFVlanNested` with plugin `noop`,
+//! the subport's VLAN ID and the same network without a bridge (there is none on the VM).
 
 use kuryr_core::neutron::{self, Port};
 
@@ -69,13 +71,6 @@ pub fn vif_from_port(
     subnets: &[neutron::Subnet],
     default_ovs_bridge: Option<&str>,
 ) -> Result<Vif, FromNeutronError> {
-    if port.network_id != network.id {
-        return Err(FromNeutronError::NetworkMismatch {
-            port_id: port.id.clone(),
-            port_network: port.network_id.clone(),
-            network: network.id.clone(),
-        });
-    }
     match port.binding_vif_type.as_str() {
         "ovs" | "" | neutron::VIF_TYPE_UNBOUND => {}
         other => {
@@ -93,6 +88,65 @@ pub fn vif_from_port(
             port_id: port.id.clone(),
         })?;
 
+    let mut net = vif_network(port, network, subnets)?;
+    net.bridge = Some(bridge.to_string());
+
+    let hybrid = port.vif_detail_flag("ovs_hybrid_plug");
+    let kind = if hybrid {
+        VifKind::Bridge
+    } else {
+        VifKind::OpenVSwitch
+    };
+    let mut vif = Vif::new(kind, &port.id);
+    vif.address = Some(port.mac_address.clone());
+    vif.network = Some(net);
+    vif.has_traffic_filtering = Some(port.vif_detail_flag("port_filter"));
+    vif.preserve_on_delete = Some(false);
+    vif.active = Some(port.is_active());
+    vif.port_profile = Some(PortProfile::open_vswitch(&port.id));
+    vif.plugin = Some("ovs".into());
+    vif.vif_name = Some(vif_name(&port.id));
+    vif.bridge_name = Some(if hybrid {
+        truncate(format!("qbr{}", port.id))
+    } else {
+        bridge.to_string()
+    });
+    Ok(vif)
+}
+
+/// The `VIFVlanNested` of a trunk subport `port` with `vlan_id` (see the module docs): the pod
+/// end is a VLAN of the VM's trunk interface, so no bridge, no port profile, plugin `noop`.
+pub fn vif_vlan_nested(
+    port: &Port,
+    network: &neutron::Network,
+    subnets: &[neutron::Subnet],
+    vlan_id: u16,
+) -> Result<Vif, FromNeutronError> {
+    let mut vif = Vif::new(VifKind::VlanNested, &port.id);
+    vif.address = Some(port.mac_address.clone());
+    vif.network = Some(vif_network(port, network, subnets)?);
+    vif.has_traffic_filtering = Some(false);
+    vif.preserve_on_delete = Some(false);
+    vif.active = Some(port.is_active());
+    vif.plugin = Some("noop".into());
+    vif.vif_name = Some(vif_name(&port.id));
+    vif.vlan_id = Some(i64::from(vlan_id));
+    Ok(vif)
+}
+
+/// The VIF's network: every subnet of the port's fixed IPs (those given), without a bridge.
+fn vif_network(
+    port: &Port,
+    network: &neutron::Network,
+    subnets: &[neutron::Subnet],
+) -> Result<Network, FromNeutronError> {
+    if port.network_id != network.id {
+        return Err(FromNeutronError::NetworkMismatch {
+            port_id: port.id.clone(),
+            port_network: port.network_id.clone(),
+            network: network.id.clone(),
+        });
+    }
     let mut vif_subnets: Vec<(&str, Subnet)> = Vec::new();
     for ip in &port.fixed_ips {
         let Some(ns) = subnets.iter().find(|s| s.id == ip.subnet_id) else {
@@ -116,30 +170,8 @@ pub fn vif_from_port(
     let mut net = Network::new(&network.id);
     net.label = Some(network.name.clone());
     net.mtu = network.mtu;
-    net.bridge = Some(bridge.to_string());
     net.subnets = vif_subnets.into_iter().map(|(_, s)| s).collect();
-
-    let hybrid = port.vif_detail_flag("ovs_hybrid_plug");
-    let kind = if hybrid {
-        VifKind::Bridge
-    } else {
-        VifKind::OpenVSwitch
-    };
-    let mut vif = Vif::new(kind, &port.id);
-    vif.address = Some(port.mac_address.clone());
-    vif.network = Some(net);
-    vif.has_traffic_filtering = Some(port.vif_detail_flag("port_filter"));
-    vif.preserve_on_delete = Some(false);
-    vif.active = Some(port.is_active());
-    vif.port_profile = Some(PortProfile::open_vswitch(&port.id));
-    vif.plugin = Some("ovs".into());
-    vif.vif_name = Some(vif_name(&port.id));
-    vif.bridge_name = Some(if hybrid {
-        truncate(format!("qbr{}", port.id))
-    } else {
-        bridge.to_string()
-    });
-    Ok(vif)
+    Ok(net)
 }
 
 fn subnet(s: &neutron::Subnet) -> Subnet {
@@ -260,6 +292,36 @@ mod tests {
         vhu.binding_vif_type = "vhostuser".into();
         let err = vif_from_port(&vhu, &net, &subnets, None).unwrap_err();
         assert!(err.to_string().contains("vhostuser"));
+    }
+
+    #[test]
+    fn a_trunk_subport_is_a_vlan_nested_vif_without_bridge() {
+        let (mut port, net, subnets) = neutron_objects();
+        port.device_owner = "trunk:subport".into();
+        port.binding_vif_details = Default::default();
+        let vif = vif_vlan_nested(&port, &net, &subnets, 101).unwrap();
+        assert_eq!(vif.kind, VifKind::VlanNested);
+        assert_eq!(vif.vlan_id, Some(101));
+        assert_eq!(vif.plugin.as_deref(), Some("noop"));
+        assert_eq!(vif.vif_name.as_deref(), Some("tap3e5f2a1b-7c"));
+        assert!(vif.port_profile.is_none() && vif.bridge_name.is_none());
+        let n = vif.network.as_ref().unwrap();
+        assert!(n.bridge.is_none());
+        assert_eq!(n.mtu, Some(1442));
+        assert_eq!(n.subnets.len(), 1);
+        assert_eq!(n.subnets[0].ips[0].address.as_deref(), Some("10.0.0.87"));
+        // Upstream's versioned object carries the VLAN ID.
+        let stored = vif.to_primitive();
+        assert_eq!(stored["versioned_object.name"], "VIFVlanNested");
+        assert_eq!(stored["versioned_object.data"]["vlan_id"], 101);
+        let back = Vif::from_primitive(stored).unwrap();
+        assert_eq!((back.kind, back.vlan_id), (VifKind::VlanNested, Some(101)));
+        let mut other = net.clone();
+        other.id = "elsewhere".into();
+        assert!(matches!(
+            vif_vlan_nested(&port, &other, &subnets, 101),
+            Err(FromNeutronError::NetworkMismatch { .. })
+        ));
     }
 
     #[test]
