@@ -203,14 +203,14 @@ impl Checker<'_> {
             "kubernetes",
             "pod_vif_driver",
             &k.pod_vif_driver,
-            &["neutron-vif"],
-            |v| format!("the {v} VIF driver is not implemented by kuryr-rs yet (nested mode is planned)"),
+            &["neutron-vif", "nested-vlan"],
+            |v| format!("the {v} VIF driver is not implemented by kuryr-rs yet"),
         );
         self.one_of(
             "kubernetes",
             "vif_pool_driver",
             &k.vif_pool_driver,
-            &["neutron", "noop"],
+            &["neutron", "noop", "nested"],
             |v| format!("the {v} pool driver is not implemented by kuryr-rs yet"),
         );
         self.one_of(

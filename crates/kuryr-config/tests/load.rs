@@ -23,9 +23,8 @@ fn full_sample_loads_for_the_controller() {
         config_files: vec![sample()],
         config_dirs: vec![],
     };
-    // Upstream's full sample uses features kuryr-rs does not implement yet (nested-vlan, the
-    // Service and policy handlers): the controller refuses it (tests/supported.rs); every value
-    // is still read as upstream would.
+    // Upstream's full sample (nested-vlan, Services, NetworkPolicy): every value is read as
+    // upstream would (tests/supported.rs: the controller starts with it).
     let (c, warnings) = load_for(&sources, Role::Any, &no_env).expect("sample loads");
     // Only the os-vif privsep group and the deprecated-for-nothing options warn.
     let kinds: Vec<_> = warnings.iter().map(|w| (w.kind, w.group.as_str())).collect();

@@ -142,13 +142,28 @@ pub async fn connect_openstack(
         None
     };
     let neutron: Arc<dyn kuryr_openstack::Neutron> = Arc::new(real);
-    let drivers = drivers::Drivers::from_config(config, client, neutron.clone()).map_err(Error::Drivers)?;
+    let drivers =
+        drivers::Drivers::from_config(config, client.clone(), neutron.clone()).map_err(Error::Drivers)?;
     let pool: Arc<dyn pool::PortSource> = match settings.mode {
-        pool::PoolMode::Neutron => Arc::new(pool::source::Pooled(pool::VifPool::new(
-            settings,
-            neutron.clone(),
-            metrics,
-        ))),
+        pool::PoolMode::Neutron => {
+            let attach: Arc<dyn pool::attach::Attachment> = match &settings.nested {
+                Some(subnets) => {
+                    use pool::attach::nested::{KubeNodes, TrunkSubports};
+                    TrunkSubports::new(
+                        neutron.clone(),
+                        Arc::new(KubeNodes(kube::Api::all(client.clone()))),
+                        subnets.clone(),
+                    )
+                }
+                None => Arc::new(pool::attach::Bound),
+            };
+            Arc::new(pool::source::Pooled(pool::VifPool::with_attachment(
+                settings,
+                neutron.clone(),
+                metrics,
+                attach,
+            )))
+        }
         pool::PoolMode::Noop => pool::direct::Direct::new(settings, neutron.clone()),
     };
     Ok(OpenStack {

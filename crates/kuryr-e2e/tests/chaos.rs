@@ -89,5 +89,16 @@ async fn chaos_short_every_fault_converges_with_nothing_leaked_stuck_or_doubled(
     if !r.sandbox_crashes.is_empty() {
         problems.push(format!("sandbox daemons crashed: {:?}", r.sandbox_crashes));
     }
-    assert_or_logs(&cluster, problems.is_empty(), format!("{problems:#?}\n{text}"));
+    // The data plane's state while pods were dark: on CI the failure is all there is to read.
+    let snapshots: String = r
+        .iterations
+        .iter()
+        .flat_map(|i| i.snapshots.iter().map(move |s| (i.scenario.name(), s)))
+        .map(|(name, s)| format!("\n=== {name}: {} ===\n{}", s.path.display(), s.text))
+        .collect();
+    assert_or_logs(
+        &cluster,
+        problems.is_empty(),
+        format!("{problems:#?}\n{text}{snapshots}"),
+    );
 }

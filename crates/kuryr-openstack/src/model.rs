@@ -34,6 +34,8 @@ pub struct PortFilter {
     pub binding_host_id: Option<String>,
     /// Port name.
     pub name: Option<String>,
+    /// Ports with this fixed IP address (`fixed_ips=ip_address=…`).
+    pub fixed_ip_address: Option<String>,
     /// Only these fields in the answer (`fields=id&fields=status`); empty: all.
     pub fields: Vec<String>,
 }
@@ -68,6 +70,9 @@ impl PortFilter {
         push_opt(&mut q, "status", &self.status);
         push_opt(&mut q, "binding:host_id", &self.binding_host_id);
         push_opt(&mut q, "name", &self.name);
+        if let Some(ip) = &self.fixed_ip_address {
+            q.push(("fixed_ips".into(), format!("ip_address={ip}")));
+        }
         push_tags(&mut q, &self.tags, &self.tags_any, &self.not_tags);
         for f in &self.fields {
             q.push(("fields".into(), f.clone()));

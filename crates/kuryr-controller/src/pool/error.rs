@@ -109,6 +109,47 @@ pub enum Error {
         /// The network.
         network_id: String,
     },
+    /// Nested mode cannot place the node's pods (no trunk, no free VLAN ID, …).
+    #[error("nested-vlan: node {host}")]
+    Nested {
+        /// The node.
+        host: String,
+        /// Cause.
+        #[source]
+        source: kuryr_core::nested::NestedError,
+    },
+    /// Reading Kubernetes failed (nested mode reads Nodes).
+    #[error("{what}")]
+    Kube {
+        /// What was read.
+        what: String,
+        /// Cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// The Node has no InternalIP: its trunk cannot be found.
+    #[error("node {node} has no InternalIP address in its status: nested mode finds a node's trunk by it")]
+    NodeAddress {
+        /// The node.
+        node: String,
+    },
+    /// A trunk call failed.
+    #[error("nested-vlan: cannot {op} trunk {trunk_id}")]
+    Trunk {
+        /// What was done.
+        op: &'static str,
+        /// The trunk.
+        trunk_id: String,
+        /// Cause.
+        #[source]
+        source: kuryr_openstack::Error,
+    },
+    /// A pooled port is not a subport of any trunk (nested mode).
+    #[error("port {port_id} is not a subport of a node's trunk: no VLAN ID for its VIF")]
+    NotASubport {
+        /// The port.
+        port_id: String,
+    },
     /// The node's pools were closed: its Node object is gone (deleted, or missing from the
     /// listing of Nodes when the pools were recovered).
     #[error(
@@ -129,13 +170,18 @@ impl Error {
             | Error::UpdatePort { source, .. }
             | Error::DeletePort { source, .. }
             | Error::ListPorts { source, .. }
-            | Error::Network { source, .. } => Some(source),
+            | Error::Network { source, .. }
+            | Error::Trunk { source, .. } => Some(source),
             Error::EmptyCreate { .. }
             | Error::PopulationBackoff { .. }
             | Error::Vif { .. }
             | Error::UnsupportedBinding { .. }
             | Error::NetworkClosed { .. }
-            | Error::HostClosed { .. } => None,
+            | Error::HostClosed { .. }
+            | Error::Nested { .. }
+            | Error::Kube { .. }
+            | Error::NodeAddress { .. }
+            | Error::NotASubport { .. } => None,
         }
     }
 
@@ -146,8 +192,12 @@ impl Error {
             Error::PopulationBackoff { .. }
             | Error::NetworkClosed { .. }
             | Error::HostClosed { .. }
-            | Error::EmptyCreate { .. } => true,
-            Error::Vif { .. } | Error::UnsupportedBinding { .. } => false,
+            | Error::EmptyCreate { .. }
+            | Error::Kube { .. }
+            | Error::NodeAddress { .. }
+            | Error::NotASubport { .. } => true,
+            // No trunk (yet), or a full one: an operator's fix, retried slowly.
+            Error::Vif { .. } | Error::UnsupportedBinding { .. } | Error::Nested { .. } => false,
             _ => self.neutron().is_some_and(kuryr_openstack::Error::is_retryable),
         }
     }
@@ -175,6 +225,11 @@ impl Error {
             Error::UnsupportedBinding { .. } => "unsupported_binding",
             Error::NetworkClosed { .. } => "network_closed",
             Error::HostClosed { .. } => "host_closed",
+            Error::Nested { .. } => "nested",
+            Error::Kube { .. } => "kubernetes",
+            Error::NodeAddress { .. } => "node_address",
+            Error::Trunk { .. } => "trunk",
+            Error::NotASubport { .. } => "not_a_subport",
         }
     }
 }

@@ -93,7 +93,18 @@ impl VifPool {
         let one = self.port_create(&req.key, req.sgs.as_slice(), Some(POOL_PORT_NAME.into()), None);
         let body = vec![one; req.count as usize];
         let started = Instant::now();
-        let result = self.neutron.create_ports_bulk(&body).await;
+        let mut result = self.neutron.create_ports_bulk(&body).await;
+        if let Ok(ports) = &mut result
+            && let Err(e) = self.attach.attach(&req.key.host, ports).await
+        {
+            // Not usable: nothing is left behind.
+            let ids: Vec<String> = ports.iter().map(|p| p.id.clone()).collect();
+            warn!(pool = %req.key, ports = ids.len(), error = %crate::error_chain(&e), "attaching new pool ports failed: deleting them");
+            if let Err(d) = self.delete_many(&ids).await {
+                warn!(pool = %req.key, error = %crate::error_chain(&d), "deleting unattached pool ports failed (the janitor retries)");
+            }
+            return self.population_failed(req, e);
+        }
         let out = match result {
             Ok(ports) => {
                 // Warm the network cache before pods are woken, so their VIFs need no request.
@@ -142,23 +153,8 @@ impl VifPool {
                     let key = req.key.clone();
                     tokio::spawn(async move { me.adopt_lost_ports(&key).await });
                 }
-                let err = Error::CreatePort {
-                    pool: req.key.to_string(),
-                    source,
-                };
-                let chain = crate::error_chain(&err);
-                warn!(pool = %req.key, count = req.count, error = %chain, "pool population failed");
-                if let Err(e) = self.state().fail_population(req.ticket, Instant::now()) {
-                    warn!(error = %e, "population ticket unknown");
-                }
-                lock(&self.last_error).insert(req.key.clone(), chain);
-                self.metrics
-                    .populations
-                    .get_or_create(&OutcomeLabels {
-                        outcome: "failed".into(),
-                    })
-                    .inc();
-                Err(err)
+                let pool = req.key.to_string();
+                return self.population_failed(req, Error::CreatePort { pool, source });
             }
         };
         self.changed.send_modify(|v| *v += 1);
@@ -167,25 +163,44 @@ impl VifPool {
         out
     }
 
+    /// A population failed with `err`: the state backs the pool off, waiting pods hear why.
+    fn population_failed(self: &Arc<Self>, req: PopulateRequest, err: Error) -> Result<u32, Error> {
+        let chain = crate::error_chain(&err);
+        warn!(pool = %req.key, count = req.count, error = %chain, "pool population failed");
+        if let Err(e) = self.state().fail_population(req.ticket, Instant::now()) {
+            warn!(error = %e, "population ticket unknown");
+        }
+        lock(&self.last_error).insert(req.key.clone(), chain);
+        self.metrics
+            .populations
+            .get_or_create(&OutcomeLabels {
+                outcome: "failed".into(),
+            })
+            .inc();
+        self.changed.send_modify(|v| *v += 1);
+        self.tick_now();
+        Err(err)
+    }
+
     /// After a bulk creation timed out: waits for Neutron to finish it, then adopts this
     /// cluster's ports of the pool that the state does not know as available (without this
     /// they would wait for the janitor's minimum age).
     async fn adopt_lost_ports(self: &Arc<Self>, key: &kuryr_core::pool::PoolKey) {
         tokio::time::sleep(ADOPT_DELAY).await;
-        let filter = kuryr_openstack::PortFilter {
-            device_owner: Some(kuryr_types::constants::DEVICE_OWNER.to_string()),
-            tags: self.settings.tags.tags(),
-            network_id: Some(key.network_id.clone()),
-            binding_host_id: Some(key.host.clone()),
-            project_id: Some(key.project_id.clone()),
-            ..kuryr_openstack::PortFilter::default()
-        };
         if self.settings.tags.is_empty() {
             // Without tags another system's ports cannot be told apart: leave them.
             return;
         }
-        let ports = match self.neutron.list_ports(&filter).await {
-            Ok(p) => p,
+        let ports = match self
+            .fresh_cluster_ports("ports of a timed-out bulk creation")
+            .await
+        {
+            Ok(p) => p
+                .into_iter()
+                .filter(|p| {
+                    kuryr_core::pool::PoolKey::new(&p.binding_host_id, p.project(), &p.network_id) == *key
+                })
+                .collect::<Vec<_>>(),
             Err(e) => {
                 warn!(pool = %key, error = %e, "looking for ports of a timed-out bulk creation failed");
                 return;
@@ -248,6 +263,10 @@ impl VifPool {
     /// Deletes ports, [`DELETE_CONCURRENCY`] at a time; returns how many were deleted, or the
     /// first error after trying all.
     pub(super) async fn delete_many(&self, ids: &[String]) -> Result<usize, Error> {
+        // Off their trunks in one call per trunk (nested); what fails is retried per port.
+        if let Err(e) = self.attach.detach(ids).await {
+            warn!(error = %crate::error_chain(&e), "taking ports off their trunks failed");
+        }
         let results: Vec<Result<(), Error>> = futures::stream::iter(ids.to_vec())
             .map(|id| async move { self.delete_port(&id).await })
             .buffer_unordered(DELETE_CONCURRENCY)

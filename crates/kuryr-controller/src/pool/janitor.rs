@@ -44,7 +44,7 @@ impl VifPool {
         if self.state().in_flight() > 0 {
             return Ok(Vec::new());
         }
-        let ports = super::list_cluster_ports(&*self.neutron, &self.settings, "janitor").await?;
+        let ports = self.fresh_cluster_ports("janitor").await?;
         let owned = kuryrport_ports.clone();
         let (delete, adopted) = {
             let mut st = self.state();

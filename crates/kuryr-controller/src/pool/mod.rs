@@ -21,6 +21,7 @@
 //! [`netcache`] (network and subnets per network for the VIFs), [`recovery`], [`janitor`],
 //! [`manager`] (the pool manager API on a unix socket).
 
+pub mod attach;
 pub mod direct;
 mod error;
 pub mod exec;
@@ -36,6 +37,8 @@ mod settle;
 pub mod source;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_nested;
 
 use std::{
     collections::{HashMap, HashSet},
@@ -106,6 +109,8 @@ pub struct VifPool {
     gone_hosts: Mutex<HashSet<String>>,
     /// The nodes, once listed ([`nodes`]).
     live_nodes: Mutex<Option<HashSet<String>>>,
+    /// How ports reach their nodes (the pod VIF driver: [`attach`]).
+    attach: Arc<dyn attach::Attachment>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -116,8 +121,19 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl VifPool {
-    /// An executor with empty pools; call [`VifPool::recover`] before serving requests.
+    /// An executor with empty pools of ports bound to their nodes (`neutron-vif`); call
+    /// [`VifPool::recover`] before serving requests.
     pub fn new(settings: PoolSettings, neutron: Arc<dyn Neutron>, metrics: Arc<Metrics>) -> Arc<Self> {
+        Self::with_attachment(settings, neutron, metrics, Arc::new(attach::Bound))
+    }
+
+    /// An executor whose ports reach their nodes as `attach` says (`nested-vlan`: subports).
+    pub fn with_attachment(
+        settings: PoolSettings,
+        neutron: Arc<dyn Neutron>,
+        metrics: Arc<Metrics>,
+        attach: Arc<dyn attach::Attachment>,
+    ) -> Arc<Self> {
         let state = PoolState::new(settings.pool.clone());
         let (changed, _) = watch::channel(0);
         Arc::new(VifPool {
@@ -137,6 +153,7 @@ impl VifPool {
             in_flight: std::sync::atomic::AtomicUsize::new(0),
             gone_hosts: Mutex::new(HashSet::new()),
             live_nodes: Mutex::new(None),
+            attach,
         })
     }
 
@@ -181,14 +198,41 @@ impl VifPool {
         name: Option<String>,
         device_id: Option<String>,
     ) -> PortCreate {
-        port_create(
+        let body = port_create(
             &self.settings,
             key,
             sgs,
             self.subnets_of(&key.network_id),
             name,
             device_id,
-        )
+        );
+        self.attach.create_body(&key.host, body)
+    }
+
+    /// This cluster's pool ports in Neutron, as the pools see them
+    /// ([`attach::Attachment::pool_view`]); `what` names the listing in errors.
+    async fn cluster_ports(&self, what: &'static str) -> Result<Vec<Port>, Error> {
+        let filter = PortFilter {
+            device_owner: self.attach.listed_owner().map(String::from),
+            tags: self.settings.tags.tags(),
+            ..PortFilter::default()
+        };
+        let ports = self
+            .neutron
+            .list_ports(&filter)
+            .await
+            .map_err(|source| Error::ListPorts { what, source })?;
+        Ok(ports
+            .into_iter()
+            .filter_map(|p| self.attach.pool_view(p))
+            .collect())
+    }
+
+    /// [`VifPool::cluster_ports`] after the attachment read what it needs again (nested: ports
+    /// a previous controller attached to trunks meanwhile).
+    async fn fresh_cluster_ports(&self, what: &'static str) -> Result<Vec<Port>, Error> {
+        self.attach.refresh().await?;
+        self.cluster_ports(what).await
     }
 
     /// A port for the pod, served from the pool (no Neutron call when a port with the right
@@ -312,7 +356,10 @@ impl VifPool {
                 })?;
             lock(&self.ports).insert(port.id.clone(), port.clone());
         }
-        let mut vif = self.nets.vif(&port, self.settings.ovs_bridge.as_deref()).await?;
+        let mut vif = self
+            .attach
+            .vif(&self.nets, &port, self.settings.ovs_bridge.as_deref())
+            .await?;
         // A pooled port may have been ACTIVE for its previous pod: the activation loop decides.
         vif.active = Some(false);
         Ok(Acquired { port, vif })

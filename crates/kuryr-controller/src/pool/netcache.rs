@@ -89,4 +89,13 @@ impl NetCache {
             }
         }
     }
+
+    /// The VIF of a nested subport `port` with VLAN ID `vlan` (`VIFVlanNested`).
+    pub async fn vif_nested(&self, port: &Port, vlan: u16) -> Result<Vif, Error> {
+        let net = self.get(&port.network_id).await?;
+        kuryr_types::from_neutron::vif_vlan_nested(port, &net.0, &net.1, vlan).map_err(|source| Error::Vif {
+            port_id: port.id.clone(),
+            source,
+        })
+    }
 }

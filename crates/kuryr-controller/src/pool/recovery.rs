@@ -48,8 +48,8 @@ impl VifPool {
     /// those pods new ports.
     pub async fn recover(self: &Arc<Self>, refs: Vec<InUseRef>) -> Result<RecoveryReport, Error> {
         let started = Instant::now();
-        let mut ports =
-            super::list_cluster_ports(&*self.neutron, &self.settings, "this cluster's ports").await?;
+        self.attach.refresh().await?;
+        let mut ports = self.cluster_ports("this cluster's ports").await?;
         let listed: HashSet<String> = ports.iter().map(|p| p.id.clone()).collect();
         let extra: Vec<String> = refs
             .iter()
@@ -67,7 +67,7 @@ impl VifPool {
                     what: "ports KuryrPorts reference",
                     source,
                 })?;
-            ports.extend(more);
+            ports.extend(more.into_iter().filter_map(|p| self.attach.pool_view(p)));
         }
         let was_busy = super::settle::recently_active(&ports, jiff::Timestamp::now());
         let (state, report) = PoolState::recover(

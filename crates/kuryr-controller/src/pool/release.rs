@@ -90,6 +90,8 @@ impl VifPool {
 
     /// Deletes a port (an already deleted one is fine) and forgets it.
     pub(super) async fn delete_port(&self, id: &str) -> Result<(), Error> {
+        // Off its trunk first (nested): Neutron refuses to delete a subport.
+        self.attach.detach(std::slice::from_ref(&id.to_string())).await?;
         super::delete_port_id(&*self.neutron, id).await?;
         self.state().confirm_deleted(id);
         lock(&self.ports).remove(id);
@@ -131,7 +133,7 @@ impl VifPool {
         if self.settings.tags.is_empty() {
             return Ok(deleted);
         }
-        let ports = super::list_cluster_ports(&*self.neutron, &self.settings, "uninstall").await?;
+        let ports = self.cluster_ports("uninstall").await?;
         let unknown: Vec<String> = {
             let st = self.state();
             ports

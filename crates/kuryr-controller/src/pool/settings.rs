@@ -11,7 +11,8 @@ use kuryr_core::{ConfigError, PoolConfig, TagPolicy, activation::ActivationConfi
 pub enum PoolMode {
     /// `noop`: one port created per pod, deleted on release.
     Noop,
-    /// `neutron`: ports pooled per (host, project, network).
+    /// `neutron`: ports pooled per (host, project, network); `nested` too, with the ports
+    /// VLAN subports of the node VMs' trunks ([`PoolSettings::nested`]).
     Neutron,
 }
 
@@ -19,8 +20,18 @@ pub enum PoolMode {
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
     /// `vif_pool_driver` names a driver kuryr-rs does not have (yet).
-    #[error("[kubernetes] vif_pool_driver = {0}: not supported (expected noop or neutron)")]
+    #[error("[kubernetes] vif_pool_driver = {0}: not supported (expected noop, neutron or nested)")]
     UnknownDriver(String),
+    /// The pool driver and the pod VIF driver do not go together.
+    #[error("[kubernetes] vif_pool_driver = {pool} with pod_vif_driver = {vif}: {why}")]
+    Mismatch {
+        /// `vif_pool_driver`.
+        pool: String,
+        /// `pod_vif_driver`.
+        vif: String,
+        /// What goes together.
+        why: &'static str,
+    },
     /// Upstream's sanity checks (and kuryr-rs's own) failed.
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Pool(Vec<ConfigError>),
@@ -47,17 +58,43 @@ pub struct PoolSettings {
     pub janitor_min_age: Duration,
     /// Batched activation checks.
     pub activation: ActivationConfig,
+    /// `nested-vlan` pools (`vif_pool_driver = nested`): the worker VMs' subnets
+    /// (`[pod_vif_nested] worker_nodes_subnets`) where their trunks' parents are found.
+    pub nested: Option<Vec<String>>,
 }
 
 impl PoolSettings {
     /// Reads and validates the options.
     pub fn from_config(config: &kuryr_config::Config) -> Result<Self, SettingsError> {
         let k = &config.kubernetes;
+        let mismatch = |why| SettingsError::Mismatch {
+            pool: k.vif_pool_driver.clone(),
+            vif: k.pod_vif_driver.clone(),
+            why,
+        };
+        let nested_vif = k.pod_vif_driver == "nested-vlan";
         let mode = match k.vif_pool_driver.as_str() {
+            "noop" if nested_vif => {
+                return Err(mismatch(
+                    "nested-vlan ports come from subport pools in kuryr-rs: use vif_pool_driver = nested",
+                ));
+            }
             "noop" => PoolMode::Noop,
+            "neutron" if nested_vif => {
+                return Err(mismatch(
+                    "the pools of nested-vlan ports are vif_pool_driver = nested",
+                ));
+            }
             "neutron" => PoolMode::Neutron,
+            "nested" if !nested_vif => {
+                return Err(mismatch(
+                    "nested pools hold trunk subports, for pod_vif_driver = nested-vlan only",
+                ));
+            }
+            "nested" => PoolMode::Neutron,
             other => return Err(SettingsError::UnknownDriver(other.to_string())),
         };
+        let nested = nested_vif.then(|| config.pod_vif_nested.worker_nodes_subnets.clone());
         let vp = &config.vif_pool;
         let pool = PoolConfig::from_conf(vp, k.port_debug);
         if mode == PoolMode::Neutron {
@@ -78,6 +115,7 @@ impl PoolSettings {
                 timeout: vp.port_activation_timeout,
                 ..ActivationConfig::default()
             },
+            nested,
         })
     }
 }
@@ -108,8 +146,41 @@ mod tests {
     }
 
     #[test]
+    fn nested_pools_read_the_worker_subnets() {
+        let c = conf(
+            "[kubernetes]\nvif_pool_driver = nested\npod_vif_driver = nested-vlan\n\
+             [pod_vif_nested]\nworker_nodes_subnets = s1,s2\n",
+        );
+        let s = PoolSettings::from_config(&c).expect("settings");
+        assert_eq!(s.mode, PoolMode::Neutron);
+        assert_eq!(
+            s.nested.as_deref(),
+            Some(&["s1".to_string(), "s2".to_string()][..])
+        );
+        assert!(
+            PoolSettings::from_config(&conf(""))
+                .expect("defaults")
+                .nested
+                .is_none()
+        );
+    }
+
+    #[test]
     fn rejects_unknown_driver_and_insane_pools() {
         let e = PoolSettings::from_config(&conf("[kubernetes]\nvif_pool_driver = nested\n")).unwrap_err();
+        assert!(
+            e.to_string().contains("for pod_vif_driver = nested-vlan only"),
+            "{e}"
+        );
+        let e = PoolSettings::from_config(&conf("[kubernetes]\nvif_pool_driver = multi\n")).unwrap_err();
+        assert!(
+            e.to_string().contains("vif_pool_driver = multi: not supported"),
+            "{e}"
+        );
+        let e = PoolSettings::from_config(&conf(
+            "[kubernetes]\nvif_pool_driver = neutron\npod_vif_driver = nested-vlan\n",
+        ))
+        .unwrap_err();
         assert!(e.to_string().contains("vif_pool_driver = nested"), "{e}");
         let e = PoolSettings::from_config(&conf(
             "[kubernetes]\nvif_pool_driver = neutron\n[vif_pool]\nports_pool_min = 20\n",

@@ -51,7 +51,7 @@ impl VifPool {
             if started.elapsed() >= WATCH && !self.state().has_deferred() {
                 return;
             }
-            let ports = match super::list_cluster_ports(&*self.neutron, &self.settings, "settle").await {
+            let ports = match self.fresh_cluster_ports("settle").await {
                 Ok(p) => p,
                 Err(e) => {
                     failures += 1;

@@ -17,7 +17,7 @@ use crate::{drivers::PodTarget, metrics::Metrics};
 
 const TAG: &str = "kuryr-cluster=unit";
 
-fn settings(mode: PoolMode) -> PoolSettings {
+pub(super) fn settings(mode: PoolMode) -> PoolSettings {
     PoolSettings {
         mode,
         pool: PoolConfig {
@@ -31,6 +31,7 @@ fn settings(mode: PoolMode) -> PoolSettings {
         ovs_bridge: Some("br-int".into()),
         janitor_interval: Duration::ZERO,
         janitor_min_age: Duration::ZERO,
+        nested: None,
         activation: ActivationConfig::default(),
     }
 }

@@ -13,7 +13,10 @@ use std::{
     time::{Duration, Instant, SystemTime},
 };
 
-use crate::soak::{SoakPod, enter_netns, tcp_probe};
+use crate::{
+    chaos::netdiag::Snapshots,
+    soak::{SoakPod, enter_netns, tcp_probe},
+};
 
 /// One pair's state.
 #[derive(Debug, Clone)]
@@ -76,8 +79,15 @@ pub struct LinkProbe {
 
 impl LinkProbe {
     /// Starts probing: every pod connects to every other pod's `port` every `interval`, each
-    /// probe waiting at most `timeout`.
-    pub fn start(pods: &[SoakPod], port: u16, interval: Duration, timeout: Duration) -> Self {
+    /// probe waiting at most `timeout`. With `snapshots`, a pair dark for long gets the data
+    /// plane's state snapshotted while it lasts.
+    pub fn start(
+        pods: &[SoakPod],
+        port: u16,
+        interval: Duration,
+        timeout: Duration,
+        snapshots: Option<Arc<Snapshots>>,
+    ) -> Self {
         let now = Instant::now();
         let mut map = BTreeMap::new();
         for a in 0..pods.len() {
@@ -100,7 +110,8 @@ impl LinkProbe {
         let pairs = Arc::new(Mutex::new(map));
         let stop = Arc::new(AtomicBool::new(false));
         let pods: Arc<Vec<SoakPod>> = Arc::new(pods.to_vec());
-        let threads = (0..pods.len())
+        let labels: Vec<String> = pods.iter().map(|p| p.label.clone()).collect();
+        let mut threads: Vec<_> = (0..pods.len())
             .filter_map(|me| {
                 let (pods, pairs, stop) = (pods.clone(), pairs.clone(), stop.clone());
                 std::thread::Builder::new()
@@ -109,9 +120,18 @@ impl LinkProbe {
                     .ok()
             })
             .collect();
+        if let Some(snapshots) = snapshots {
+            let (pairs, stop, labels) = (pairs.clone(), stop.clone(), labels.clone());
+            threads.extend(
+                std::thread::Builder::new()
+                    .name("chaos-probe-watch".into())
+                    .spawn(move || watch(&pairs, &labels, &snapshots, &stop))
+                    .ok(),
+            );
+        }
         Self {
             pairs,
-            labels: pods.iter().map(|p| p.label.clone()).collect(),
+            labels,
             stop,
             threads,
         }
@@ -180,6 +200,31 @@ impl LinkProbe {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Once a second: the pair dark for longest right now, handed to `snapshots`.
+fn watch(
+    pairs: &Mutex<BTreeMap<(usize, usize), Pair>>,
+    labels: &[String],
+    snapshots: &Snapshots,
+    stop: &AtomicBool,
+) -> Option<String> {
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_secs(1));
+        let darkest = {
+            let pairs = lock(pairs);
+            let now = Instant::now();
+            pairs
+                .iter()
+                .filter(|(_, p)| p.failing)
+                .map(|((a, b), p)| ((*a, *b), now - p.last_ok))
+                .max_by_key(|(_, d)| *d)
+        };
+        if let Some(((a, b), dark)) = darkest {
+            snapshots.consider(&format!("{} -> {}", labels[a], labels[b]), dark);
+        }
+    }
+    None
 }
 
 fn client(

@@ -9,6 +9,7 @@ pub mod churn;
 pub mod cli;
 pub mod faults;
 pub mod links;
+pub mod netdiag;
 pub mod proxy;
 pub mod report;
 pub mod sandbox_logs;
@@ -21,11 +22,17 @@ use std::{
 use kube::Client;
 use tracing::{info, warn};
 
-use crate::{cluster::Cluster, error::Result, pods, soak::SoakPod};
+use crate::{
+    cluster::{Cluster, repo_root},
+    error::Result,
+    pods,
+    soak::SoakPod,
+};
 use audit::{Findings, Limits};
 use churn::{CHURN_NS, Churn, ChurnConfig, ChurnStats};
 use faults::{FaultCtx, Intensity, Scenario};
 use links::{LinkProbe, LinkWindow};
+use netdiag::{Snapshot, Snapshots};
 
 /// The namespace of the long-lived, probed pods.
 pub const STABLE_NS: &str = "chaos-stable";
@@ -84,7 +91,13 @@ pub struct IterationResult {
     /// When running pods went without an answer for over [`LOSS_WORTH_A_LOOK`]: what the
     /// sandbox's data plane logged meanwhile ([`sandbox_logs::excerpt`]).
     pub data_plane_log: Vec<String>,
+    /// The data plane's state, taken while a pair of running pods was dark for over
+    /// [`SNAPSHOT_AFTER`] ([`netdiag`]).
+    pub snapshots: Vec<Snapshot>,
 }
+
+/// A pair of running pods dark this long gets the data plane snapshotted (`sandbox/netdiag`).
+pub const SNAPSHOT_AFTER: Duration = Duration::from_secs(5);
 
 /// A loss of connectivity long enough to collect the data plane's logs for (one lost probe
 /// round on a busy machine is shorter).
@@ -140,12 +153,13 @@ async fn stable_pods(
         .collect())
 }
 
-fn start_probe(peers: &[SoakPod]) -> LinkProbe {
+fn start_probe(peers: &[SoakPod], snapshots: &Arc<Snapshots>) -> LinkProbe {
     LinkProbe::start(
         peers,
         pods::POD_PORT,
         Duration::from_millis(250),
         Duration::from_secs(1),
+        Some(snapshots.clone()),
     )
 }
 
@@ -188,7 +202,13 @@ pub async fn run(
     pods::ensure_namespace(&client, CHURN_NS).await?;
     let mut generation = 0;
     let mut peers = stable_pods(cluster, &client, &all_nodes, cfg.stable_per_node, generation).await?;
-    let mut probe = start_probe(&peers);
+    let snapshots = Snapshots::new(
+        repo_root().join("sandbox").join("netdiag"),
+        &cluster.state_dir,
+        SNAPSHOT_AFTER,
+        Duration::from_secs(60),
+    );
+    let mut probe = start_probe(&peers, &snapshots);
     let churn = Churn::start(
         client.clone(),
         cfg.churn,
@@ -216,12 +236,13 @@ pub async fn run(
                 let survivors: Vec<SoakPod> = peers.iter().filter(|p| p.node != lost).cloned().collect();
                 report
                     .probe_errors
-                    .extend(std::mem::replace(&mut probe, start_probe(&survivors)).stop());
+                    .extend(std::mem::replace(&mut probe, start_probe(&survivors, &snapshots)).stop());
             }
             let before = churn.stats();
             churn.set_running(true);
             tokio::time::sleep(cfg.warm_up).await;
             let _ = probe.take_window();
+            let window_start = SystemTime::now();
             let controller_before = cluster.pid("controller");
             let (fault_start, fault_start_wall) = (Instant::now(), SystemTime::now());
             let fault = faults::inject(scenario, i, &ctx).await;
@@ -262,6 +283,7 @@ pub async fn run(
                 controller_crashed,
                 fault_span: (fault_start_wall, fault_end_wall),
                 data_plane_log,
+                snapshots: snapshots.since(window_start),
             };
             info!(line = %report::iteration_line(&result), "chaos: iteration done");
             report.iterations.push(result);
@@ -280,7 +302,7 @@ pub async fn run(
                 peers.extend(back);
                 report
                     .probe_errors
-                    .extend(std::mem::replace(&mut probe, start_probe(&peers)).stop());
+                    .extend(std::mem::replace(&mut probe, start_probe(&peers, &snapshots)).stop());
             }
         }
     }

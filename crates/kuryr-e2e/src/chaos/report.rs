@@ -197,6 +197,16 @@ pub fn render(report: &ChaosReport) -> String {
                 for l in &r.data_plane_log {
                     let _ = writeln!(out, "    {l}");
                 }
+                for s in &r.snapshots {
+                    let _ = writeln!(
+                        out,
+                        "  data plane snapshot at {} ({} dark for {} ms): {}",
+                        clock(s.at),
+                        s.pair,
+                        s.dark_for.as_millis(),
+                        s.path.display()
+                    );
+                }
             }
         }
     }

@@ -129,6 +129,11 @@ impl Neutron for FakeNeutron {
                 .filter(|p| eq_opt(&f.device_owner, &p.device_owner) && eq_opt(&f.device_id, &p.device_id))
                 .filter(|p| eq_opt(&f.status, &p.status) && eq_opt(&f.binding_host_id, &p.binding_host_id))
                 .filter(|p| eq_opt(&f.name, &p.name))
+                .filter(|p| {
+                    f.fixed_ip_address
+                        .as_ref()
+                        .is_none_or(|ip| p.fixed_ips.iter().any(|x| &x.ip_address == ip))
+                })
                 .filter(|p| tags_match(&p.tags, &f.tags, &f.tags_any, &f.not_tags))
                 .map(|p| project_fields(p, &f.fields))
                 .collect())

@@ -136,6 +136,13 @@ pub(super) fn add(st: &mut State, id: &str, subs: &[SubPort]) -> Result<Trunk> {
         .ok_or_else(|| not_found(op, "TrunkNotFound", id))?;
     t.sub_ports.extend(subs.iter().cloned());
     let t = t.clone();
+    // As ML2/OVN's trunk driver does: the port becomes a `trunk:subport`, bound as OVS.
+    for s in subs {
+        if let Some(p) = st.ports.get_mut(&s.port_id) {
+            p.device_owner = "trunk:subport".into();
+            p.binding_vif_type = "ovs".into();
+        }
+    }
     sync_parent(st, &t);
     Ok(t)
 }
@@ -155,6 +162,13 @@ pub(super) fn remove(st: &mut State, id: &str, port_ids: &[String]) -> Result<Tr
         .ok_or_else(|| not_found(op, "TrunkNotFound", id))?;
     t.sub_ports.retain(|s| !port_ids.contains(&s.port_id));
     let t = t.clone();
+    // ML2/OVN's trunk driver clears the owner and unbinds.
+    for id in port_ids {
+        if let Some(p) = st.ports.get_mut(id) {
+            p.device_owner.clear();
+            p.binding_vif_type = "unbound".into();
+        }
+    }
     sync_parent(st, &t);
     Ok(t)
 }

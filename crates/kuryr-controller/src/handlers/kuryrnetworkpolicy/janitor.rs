@@ -264,6 +264,7 @@ mod tests {
             ovs_bridge: None,
             janitor_interval: Duration::ZERO,
             janitor_min_age: Duration::ZERO,
+            nested: None,
             activation: Default::default(),
         };
         let pool = crate::pool::direct::Direct::new(settings, fake.clone());
