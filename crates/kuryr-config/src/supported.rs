@@ -210,7 +210,7 @@ impl Checker<'_> {
             "kubernetes",
             "vif_pool_driver",
             &k.vif_pool_driver,
-            &["neutron", "noop", "nested"],
+            &["neutron", "noop", "nested", "multi_pool"],
             |v| format!("the {v} pool driver is not implemented by kuryr-rs yet"),
         );
         self.one_of(
@@ -260,24 +260,8 @@ impl Checker<'_> {
             });
         }
         self.handlers();
-        let pools = &self.config.groups.vif_pool;
-        if k.vif_pool_driver != "multi_pool" {
-            for (opt, set) in [
-                ("vif_pool_mapping", !pools.vif_pool_mapping.is_empty()),
-                ("pools_vif_drivers", !pools.pools_vif_drivers.is_empty()),
-            ] {
-                if set {
-                    self.not_in_effect(
-                        "vif_pool",
-                        opt,
-                        format!(
-                            "has no effect: it is read only with vif_pool_driver = multi_pool (here: {})",
-                            k.vif_pool_driver
-                        ),
-                    );
-                }
-            }
-        }
+        // `[vif_pool] vif_pool_mapping` / `pools_vif_drivers` are always read (upstream routes
+        // every pod through its multi pool): kuryr-controller validates them with the pools.
         let services = k
             .enabled_handlers
             .iter()

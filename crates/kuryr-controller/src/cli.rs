@@ -144,34 +144,69 @@ pub async fn connect_openstack(
     let neutron: Arc<dyn kuryr_openstack::Neutron> = Arc::new(real);
     let drivers =
         drivers::Drivers::from_config(config, client.clone(), neutron.clone()).map_err(Error::Drivers)?;
-    let pool: Arc<dyn pool::PortSource> = match settings.mode {
-        pool::PoolMode::Neutron => {
-            let attach: Arc<dyn pool::attach::Attachment> = match &settings.nested {
-                Some(subnets) => {
-                    use pool::attach::nested::{KubeNodes, TrunkSubports};
-                    TrunkSubports::new(
-                        neutron.clone(),
-                        Arc::new(KubeNodes(kube::Api::all(client.clone()))),
-                        subnets.clone(),
-                    )
-                }
-                None => Arc::new(pool::attach::Bound),
-            };
-            Arc::new(pool::source::Pooled(pool::VifPool::with_attachment(
-                settings,
-                neutron.clone(),
-                metrics,
-                attach,
-            )))
-        }
-        pool::PoolMode::Noop => pool::direct::Direct::new(settings, neutron.clone()),
-    };
+    let pool = pool_source(settings, &neutron, metrics, &client);
     Ok(OpenStack {
         neutron,
         drivers: Arc::new(drivers),
         pool,
         octavia,
     })
+}
+
+/// Where pods' ports come from, as `settings` say: one pool driver, or the multi pool routing
+/// each node to its driver's pools.
+fn pool_source(
+    settings: pool::PoolSettings,
+    neutron: &Arc<dyn kuryr_openstack::Neutron>,
+    metrics: Arc<crate::metrics::Metrics>,
+    client: &kube::Client,
+) -> Arc<dyn pool::PortSource> {
+    use pool::attach::nested::{KubeNodes, TrunkSubports};
+    let one = |settings: pool::PoolSettings, nested: bool| -> Arc<dyn pool::PortSource> {
+        match (settings.mode, nested) {
+            (pool::PoolMode::Noop, _) => pool::direct::Direct::new(settings, neutron.clone()),
+            (pool::PoolMode::Neutron, true) => {
+                let subnets = settings.nested.clone().unwrap_or_default();
+                let attach = TrunkSubports::new(
+                    neutron.clone(),
+                    Arc::new(KubeNodes(kube::Api::all(client.clone()))),
+                    subnets,
+                );
+                Arc::new(pool::source::Pooled(pool::VifPool::with_attachment(
+                    settings,
+                    neutron.clone(),
+                    metrics.clone(),
+                    attach,
+                )))
+            }
+            (pool::PoolMode::Neutron, false) => Arc::new(pool::source::Pooled(pool::VifPool::new(
+                settings,
+                neutron.clone(),
+                metrics.clone(),
+            ))),
+        }
+    };
+    let Some(multi) = settings.multi.clone() else {
+        let nested = settings.nested.is_some();
+        return one(settings, nested);
+    };
+    let sources = multi
+        .mapping
+        .iter()
+        .map(|(vif, pool_driver)| {
+            let mode = if pool_driver == "noop" {
+                pool::PoolMode::Noop
+            } else {
+                pool::PoolMode::Neutron
+            };
+            let s = pool::PoolSettings {
+                mode,
+                ..settings.clone()
+            };
+            (vif.clone(), one(s, vif == "nested-vlan"))
+        })
+        .collect();
+    pool::multi::Multi::with_client(&multi.default_driver, sources, client.clone(), multi.cache_time)
 }
 
 /// Serves the pool manager API on `[pool_manager] sock_file` when `[kubernetes]

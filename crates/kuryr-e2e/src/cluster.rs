@@ -111,6 +111,8 @@ pub struct ClusterOptions {
     pub controller: bool,
     /// `--deploy manifests|helm`: kuryr-rs as a Kubernetes app (None: host processes).
     pub deploy: Option<&'static str>,
+    /// `--vm-nodes N`: N more nodes that are VMs on trunk ports (nested mode).
+    pub vm_nodes: u32,
 }
 
 impl ClusterOptions {
@@ -130,6 +132,7 @@ impl ClusterOptions {
             cni_bridge: false,
             controller: true,
             deploy: None,
+            vm_nodes: 0,
         }
     }
 
@@ -176,6 +179,10 @@ impl ClusterOptions {
         if let Some(d) = self.deploy {
             a.push("--deploy".into());
             a.push(d.into());
+        }
+        if self.vm_nodes > 0 {
+            a.push("--vm-nodes".into());
+            a.push(self.vm_nodes.to_string());
         }
         a
     }

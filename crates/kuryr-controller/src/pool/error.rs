@@ -150,6 +150,18 @@ pub enum Error {
         /// The port.
         port_id: String,
     },
+    /// The multi pool has no pools for the node's driver.
+    #[error(
+        "node {node} asks for pod VIF driver {driver} (its pod_vif label): [vif_pool] vif_pool_mapping maps pools only for {mapped}"
+    )]
+    NoPoolForDriver {
+        /// The node.
+        node: String,
+        /// Its driver.
+        driver: String,
+        /// The mapped drivers.
+        mapped: String,
+    },
     /// The node's pools were closed: its Node object is gone (deleted, or missing from the
     /// listing of Nodes when the pools were recovered).
     #[error(
@@ -181,7 +193,8 @@ impl Error {
             | Error::Nested { .. }
             | Error::Kube { .. }
             | Error::NodeAddress { .. }
-            | Error::NotASubport { .. } => None,
+            | Error::NotASubport { .. }
+            | Error::NoPoolForDriver { .. } => None,
         }
     }
 
@@ -197,7 +210,10 @@ impl Error {
             | Error::NodeAddress { .. }
             | Error::NotASubport { .. } => true,
             // No trunk (yet), or a full one: an operator's fix, retried slowly.
-            Error::Vif { .. } | Error::UnsupportedBinding { .. } | Error::Nested { .. } => false,
+            Error::Vif { .. }
+            | Error::UnsupportedBinding { .. }
+            | Error::Nested { .. }
+            | Error::NoPoolForDriver { .. } => false,
             _ => self.neutron().is_some_and(kuryr_openstack::Error::is_retryable),
         }
     }
@@ -230,6 +246,7 @@ impl Error {
             Error::NodeAddress { .. } => "node_address",
             Error::Trunk { .. } => "trunk",
             Error::NotASubport { .. } => "not_a_subport",
+            Error::NoPoolForDriver { .. } => "no_pool_for_driver",
         }
     }
 }

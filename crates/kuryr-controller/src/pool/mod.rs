@@ -28,6 +28,7 @@ pub mod exec;
 mod inspect;
 pub mod janitor;
 pub mod manager;
+pub mod multi;
 pub mod netcache;
 mod nodes;
 pub mod recovery;
@@ -54,7 +55,7 @@ use tracing::debug;
 
 pub use error::Error;
 pub use inspect::{PoolPorts, PoolSummary};
-pub use settings::{PoolMode, PoolSettings, SettingsError};
+pub use settings::{MultiSettings, PoolMode, PoolSettings, SettingsError};
 pub use source::PortSource;
 
 use crate::{drivers::PodTarget, metrics::Metrics};

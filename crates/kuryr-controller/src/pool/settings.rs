@@ -20,8 +20,13 @@ pub enum PoolMode {
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
     /// `vif_pool_driver` names a driver kuryr-rs does not have (yet).
-    #[error("[kubernetes] vif_pool_driver = {0}: not supported (expected noop, neutron or nested)")]
+    #[error(
+        "[kubernetes] vif_pool_driver = {0}: not supported (expected noop, neutron, nested or multi_pool)"
+    )]
     UnknownDriver(String),
+    /// The multi pool's mapping is missing or maps what does not go together.
+    #[error("[vif_pool] vif_pool_mapping: {0}")]
+    Multi(String),
     /// The pool driver and the pod VIF driver do not go together.
     #[error("[kubernetes] vif_pool_driver = {pool} with pod_vif_driver = {vif}: {why}")]
     Mismatch {
@@ -61,6 +66,69 @@ pub struct PoolSettings {
     /// `nested-vlan` pools (`vif_pool_driver = nested`): the worker VMs' subnets
     /// (`[pod_vif_nested] worker_nodes_subnets`) where their trunks' parents are found.
     pub nested: Option<Vec<String>>,
+    /// The multi pool (`vif_pool_driver = multi_pool`, or any `[vif_pool] vif_pool_mapping`:
+    /// upstream always routes through it): pod VIF driver → pool driver.
+    pub multi: Option<MultiSettings>,
+}
+
+/// The multi pool's options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MultiSettings {
+    /// Pod VIF driver → pool driver (`vif_pool_mapping`, or `pools_vif_drivers` inverted).
+    pub mapping: std::collections::BTreeMap<String, String>,
+    /// The pod VIF driver of nodes without the `pod_vif` label (`[kubernetes] pod_vif_driver`).
+    pub default_driver: String,
+    /// How long a node's label is trusted (`[node_driver_caching] cache_time`).
+    pub cache_time: Duration,
+}
+
+/// The pool drivers each pod VIF driver can be served by (upstream's valid combinations that
+/// kuryr-rs implements).
+const VALID_PAIRS: &[(&str, &str)] = &[
+    ("neutron-vif", "neutron"),
+    ("neutron-vif", "noop"),
+    ("nested-vlan", "nested"),
+];
+
+fn multi_settings(config: &kuryr_config::Config) -> Result<Option<MultiSettings>, SettingsError> {
+    let k = &config.kubernetes;
+    let vp = &config.vif_pool;
+    let mapping: std::collections::BTreeMap<String, String> = if !vp.vif_pool_mapping.is_empty() {
+        vp.vif_pool_mapping.clone()
+    } else {
+        // Deprecated, the other way round: pool driver → pod VIF driver.
+        vp.pools_vif_drivers
+            .iter()
+            .map(|(pool, vif)| (vif.clone(), pool.clone()))
+            .collect()
+    };
+    if mapping.is_empty() {
+        if k.vif_pool_driver == "multi_pool" {
+            return Err(SettingsError::Multi(
+                "is empty: vif_pool_driver = multi_pool needs it (e.g. nested-vlan:nested,neutron-vif:neutron)".into(),
+            ));
+        }
+        return Ok(None);
+    }
+    for (vif, pool) in &mapping {
+        if !VALID_PAIRS.contains(&(vif.as_str(), pool.as_str())) {
+            return Err(SettingsError::Multi(format!(
+                "{vif}:{pool} does not go together (kuryr-rs serves neutron-vif from neutron or noop pools, \
+                 nested-vlan from nested pools)"
+            )));
+        }
+    }
+    if !mapping.contains_key(&k.pod_vif_driver) {
+        return Err(SettingsError::Multi(format!(
+            "maps no pool for [kubernetes] pod_vif_driver = {} (the driver of nodes without the pod_vif label)",
+            k.pod_vif_driver
+        )));
+    }
+    Ok(Some(MultiSettings {
+        mapping,
+        default_driver: k.pod_vif_driver.clone(),
+        cache_time: config.node_driver_caching.cache_time,
+    }))
 }
 
 impl PoolSettings {
@@ -72,8 +140,10 @@ impl PoolSettings {
             vif: k.pod_vif_driver.clone(),
             why,
         };
+        let multi = multi_settings(config)?;
         let nested_vif = k.pod_vif_driver == "nested-vlan";
         let mode = match k.vif_pool_driver.as_str() {
+            _ if multi.is_some() => PoolMode::Neutron,
             "noop" if nested_vif => {
                 return Err(mismatch(
                     "nested-vlan ports come from subport pools in kuryr-rs: use vif_pool_driver = nested",
@@ -94,7 +164,11 @@ impl PoolSettings {
             "nested" => PoolMode::Neutron,
             other => return Err(SettingsError::UnknownDriver(other.to_string())),
         };
-        let nested = nested_vif.then(|| config.pod_vif_nested.worker_nodes_subnets.clone());
+        let nested = (nested_vif
+            || multi
+                .as_ref()
+                .is_some_and(|m| m.mapping.contains_key("nested-vlan")))
+        .then(|| config.pod_vif_nested.worker_nodes_subnets.clone());
         let vp = &config.vif_pool;
         let pool = PoolConfig::from_conf(vp, k.port_debug);
         if mode == PoolMode::Neutron {
@@ -116,6 +190,7 @@ impl PoolSettings {
                 ..ActivationConfig::default()
             },
             nested,
+            multi,
         })
     }
 }
@@ -166,6 +241,30 @@ mod tests {
     }
 
     #[test]
+    fn the_multi_pool_maps_drivers_to_pools() {
+        let c = conf(
+            "[kubernetes]\nvif_pool_driver = multi_pool\n[vif_pool]\nvif_pool_mapping = nested-vlan:nested,neutron-vif:neutron\n\
+             [pod_vif_nested]\nworker_nodes_subnets = w\n",
+        );
+        let s = PoolSettings::from_config(&c).expect("settings");
+        let m = s.multi.expect("multi");
+        assert_eq!(m.mapping["nested-vlan"], "nested");
+        assert_eq!(m.mapping["neutron-vif"], "neutron");
+        assert_eq!(m.default_driver, "neutron-vif");
+        assert_eq!(s.nested.as_deref(), Some(&["w".to_string()][..]));
+        // The deprecated inverse form; upstream routes through the multi pool whenever a mapping
+        // is set, whatever vif_pool_driver says.
+        let c = conf(
+            "[kubernetes]\nvif_pool_driver = neutron\n[vif_pool]\npools_vif_drivers = neutron:neutron-vif,nested:nested-vlan\n",
+        );
+        let m = PoolSettings::from_config(&c)
+            .expect("settings")
+            .multi
+            .expect("multi");
+        assert_eq!(m.mapping["nested-vlan"], "nested");
+    }
+
+    #[test]
     fn rejects_unknown_driver_and_insane_pools() {
         let e = PoolSettings::from_config(&conf("[kubernetes]\nvif_pool_driver = nested\n")).unwrap_err();
         assert!(
@@ -175,6 +274,21 @@ mod tests {
         let e = PoolSettings::from_config(&conf("[kubernetes]\nvif_pool_driver = multi\n")).unwrap_err();
         assert!(
             e.to_string().contains("vif_pool_driver = multi: not supported"),
+            "{e}"
+        );
+        let e = PoolSettings::from_config(&conf("[kubernetes]\nvif_pool_driver = multi_pool\n")).unwrap_err();
+        assert!(e.to_string().contains("vif_pool_mapping: is empty"), "{e}");
+        let e = PoolSettings::from_config(&conf("[vif_pool]\nvif_pool_mapping = nested-vlan:neutron\n"))
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("nested-vlan:neutron does not go together"),
+            "{e}"
+        );
+        let e = PoolSettings::from_config(&conf("[vif_pool]\nvif_pool_mapping = nested-vlan:nested\n"))
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("maps no pool for [kubernetes] pod_vif_driver = neutron-vif"),
             "{e}"
         );
         let e = PoolSettings::from_config(&conf(

@@ -15,7 +15,7 @@ use kuryr_openstack::{
 use super::*;
 use crate::{drivers::PodTarget, metrics::Metrics};
 
-const TAG: &str = "kuryr-cluster=unit";
+pub(super) const TAG: &str = "kuryr-cluster=unit";
 
 pub(super) fn settings(mode: PoolMode) -> PoolSettings {
     PoolSettings {
@@ -32,6 +32,7 @@ pub(super) fn settings(mode: PoolMode) -> PoolSettings {
         janitor_interval: Duration::ZERO,
         janitor_min_age: Duration::ZERO,
         nested: None,
+        multi: None,
         activation: ActivationConfig::default(),
     }
 }

@@ -3,7 +3,11 @@
 //! the VIF is `VIFVlanNested` with the subport's ID, ports leave the trunk before deletion,
 //! recovery reads the trunks back without a write, failures leave no port behind.
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::Arc,
+    time::Duration,
+};
 
 use kuryr_core::pool::{InUseRef, PodKey};
 use kuryr_openstack::{
@@ -307,4 +311,120 @@ async fn a_conflict_rereads_the_trunk_and_a_failure_deletes_the_bulk() {
     );
     let left = n.left_on(&net2.id);
     assert!(left.is_empty(), "{left:?}");
+}
+
+#[tokio::test]
+async fn recovery_leaves_the_bare_metal_pools_ports_alone() {
+    let n = cloud().await;
+    // A port of a neutron-vif pool of the same cluster (a mixed cluster): bound to its node.
+    let bare = n
+        .fake
+        .create_ports_bulk(&[PortCreate {
+            network_id: n.target.network_id.clone(),
+            subnet_ids: n.target.subnet_ids.clone(),
+            device_owner: Some(kuryr_types::constants::DEVICE_OWNER.into()),
+            binding_host_id: Some("node-1".into()),
+            tags: vec!["kuryr".into(), super::tests::TAG.into()],
+            ..PortCreate::default()
+        }])
+        .await
+        .expect("bare port")
+        .remove(0);
+    let pool = n.pool();
+    let report = pool.recover(Vec::new()).await.expect("recover");
+    assert!(
+        !report.to_delete.iter().any(|(id, _)| *id == bare.id) && !report.available.contains(&bare.id),
+        "{report:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(n.fake.get_port(&bare.id).await.is_ok(), "not deleted");
+}
+
+/// A mixed cluster: `node-1` bare-metal-style (no label: `neutron-vif`), `vm-1` a VM node.
+fn multi(n: &Nested) -> Arc<multi::Multi> {
+    let neutron: Arc<dyn Neutron> = Arc::new(n.fake.clone());
+    let bare: Arc<dyn PortSource> = Arc::new(source::Pooled(VifPool::new(
+        super::tests::settings(PoolMode::Neutron),
+        neutron,
+        Arc::new(Metrics::default()),
+    )));
+    let nested: Arc<dyn PortSource> = Arc::new(source::Pooled(n.pool()));
+    let labels: HashMap<String, String> = HashMap::from([("vm-1".into(), "nested-vlan".into())]);
+    multi::Multi::new(
+        "neutron-vif",
+        [
+            ("neutron-vif".to_string(), bare),
+            ("nested-vlan".to_string(), nested),
+        ]
+        .into_iter()
+        .collect(),
+        Arc::new(labels),
+        Duration::from_secs(3600),
+    )
+}
+
+#[tokio::test]
+async fn the_multi_pool_routes_each_node_to_its_drivers_pools() {
+    let n = cloud().await;
+    let m = multi(&n);
+    let req = |pod: &'static str, host: &'static str| PortRequest {
+        pod: PodKey::new("ns", pod),
+        pod_uid: "uid",
+        host,
+        target: &n.target,
+    };
+    let wait = Duration::from_secs(5);
+    let bare = m
+        .acquire(&req("a", "node-1"), wait)
+        .await
+        .expect("a")
+        .expect("port");
+    let vm = m
+        .acquire(&req("b", "vm-1"), wait)
+        .await
+        .expect("b")
+        .expect("port");
+    assert_eq!(bare.vif.kind, VifKind::OpenVSwitch);
+    assert_eq!(bare.port.binding_host_id, "node-1");
+    assert_eq!(vm.vif.kind, VifKind::VlanNested);
+    assert!(n.subports().await.iter().any(|(p, _)| *p == vm.port.id));
+    // A node whose label names an unmapped driver is told, not served by another driver.
+    let labels: HashMap<String, String> = HashMap::from([("x".into(), "nested-macvlan".into())]);
+    let odd = multi::Multi::new(
+        "neutron-vif",
+        BTreeMap::from([(
+            "neutron-vif".to_string(),
+            Arc::new(source::Pooled(n.pool())) as Arc<dyn PortSource>,
+        )]),
+        Arc::new(labels),
+        Duration::from_secs(1),
+    );
+    let err = odd.acquire(&req("c", "x"), wait).await.expect_err("unmapped");
+    assert!(err.to_string().contains("nested-macvlan"), "{err}");
+    // Releases go back to the pools that handed the ports out.
+    m.release(&PodKey::new("ns", "a"), std::slice::from_ref(&bare.port.id))
+        .await
+        .expect("release a");
+    m.release(&PodKey::new("ns", "b"), std::slice::from_ref(&vm.port.id))
+        .await
+        .expect("release b");
+    assert!(
+        n.subports().await.iter().any(|(p, _)| *p == vm.port.id),
+        "still pooled on the trunk"
+    );
+    // A new controller: each pool recovers its own ports, neither deletes the other's.
+    let writes = n.writes();
+    let again = multi(&n);
+    let report = again.recover(Vec::new()).await.expect("recover");
+    assert!(report.to_delete.is_empty(), "{report:?}");
+    assert!(
+        report.available.contains(&bare.port.id) || report.cooling.contains(&bare.port.id),
+        "{report:?}"
+    );
+    assert!(
+        report.available.contains(&vm.port.id) || report.cooling.contains(&vm.port.id),
+        "{report:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(n.writes(), writes, "recovery wrote to Neutron");
 }

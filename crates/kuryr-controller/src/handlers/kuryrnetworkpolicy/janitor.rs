@@ -265,6 +265,7 @@ mod tests {
             janitor_interval: Duration::ZERO,
             janitor_min_age: Duration::ZERO,
             nested: None,
+            multi: None,
             activation: Default::default(),
         };
         let pool = crate::pool::direct::Direct::new(settings, fake.clone());

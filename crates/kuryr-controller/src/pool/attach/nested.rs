@@ -433,10 +433,13 @@ impl Attachment for TrunkSubports {
                 port.device_owner = DEVICE_OWNER.into();
                 Some(port)
             }
-            // Tagged, not (or no longer) on a trunk: a pool port whose attachment never
-            // happened or was undone. Unbound as the pools see it: deferred while young,
-            // deleted when old.
-            None if port.device_owner == DEVICE_OWNER || port.device_owner.is_empty() => {
+            // Tagged, not (or no longer) on a trunk, bound to no host: a pool port whose
+            // attachment never happened or was undone (nested ports are created without a
+            // binding host; a bound one belongs to the bare-metal pools of a mixed cluster).
+            // Unbound as the pools see it: deferred while young, deleted when old.
+            None if (port.device_owner == DEVICE_OWNER || port.device_owner.is_empty())
+                && port.binding_host_id.is_empty() =>
+            {
                 port.binding_host_id.clear();
                 port.device_owner = DEVICE_OWNER.into();
                 Some(port)

@@ -1,0 +1,182 @@
+//! Nested mode end to end (issue 16): `sandbox/cluster up --vm-nodes 2` — two Kubernetes nodes
+//! that are real VMs (QEMU) whose NICs are parent ports of Neutron trunks, each running the
+//! emulated kubelet and kuryr-daemon inside. Pods on them get VLAN subports of their VM's trunk
+//! from the nested subport pools (`VIFVlanNested` in their KuryrPorts, the VLAN link created by
+//! the daemon inside the VM) and reach each other by TCP — on one VM and across the two VMs, in
+//! one namespace and across two — probed from inside the pods' network namespaces in the VMs.
+
+mod common;
+
+use std::{collections::BTreeMap, time::Duration};
+
+use common::*;
+use k8s_openapi::api::core::v1::Pod;
+use kube::{Api, ResourceExt, api::ListParams};
+use kuryr_e2e::{
+    cluster::{Cluster, repo_root, run},
+    neutron::sdk_query,
+    pods,
+};
+use kuryr_types::{KuryrPort, vif::VifKind};
+
+const NAMESPACES: [&str; 2] = ["nested-a", "nested-b"];
+
+/// `sandbox/vm exec VM SCRIPT`: its output.
+fn vm_exec(vm: &str, script: &str) -> kuryr_e2e::error::Result<String> {
+    run(
+        &format!("sandbox/vm exec {vm}"),
+        std::process::Command::new(repo_root().join("sandbox/vm"))
+            .args(["exec", vm])
+            .arg(script),
+    )
+}
+
+/// From the pod with address `src` (inside `vm`), a TCP probe of each target `ip:port`: one
+/// line per target, `tcp:ip:port connected <answer>` when it answered.
+fn probe_from(cluster: &Cluster, vm: &str, src: &str, targets: &[String]) -> String {
+    let ks = cluster.bin_dir.join("kube-sandbox");
+    let script = format!(
+        "ns=''; for n in $(ip netns list | cut -d' ' -f1); do ip -n \"$n\" -4 -o addr show 2>/dev/null | grep -q \" {src}/\" && ns=$n; done; \
+         [ -n \"$ns\" ] || {{ echo 'no network namespace with {src} in {vm}'; ip netns list; exit 3; }}; \
+         ip netns exec \"$ns\" {} probe --timeout 3s {}",
+        ks.display(),
+        targets.join(" ")
+    );
+    match vm_exec(vm, &script) {
+        Ok(out) | Err(kuryr_e2e::error::Error::Command { output: out, .. }) => out,
+        Err(e) => format!("{e}"),
+    }
+}
+
+const SUBPORTS: &str = r#"
+import json, os, sys, openstack
+conn = openstack.connect(cloud=os.environ.get("OS_CLOUD", "kuryr-sandbox"))
+out = []
+for t in conn.network.trunks():
+    for s in t.sub_ports or []:
+        out.append({"trunk": t.name or "", "port": s["port_id"], "vlan": s["segmentation_id"]})
+print(json.dumps(out))
+"#;
+
+#[derive(serde::Deserialize, Debug)]
+struct Sub {
+    trunk: String,
+    port: String,
+    vlan: u16,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_on_vm_nodes_get_vlan_subports_and_talk() {
+    let (_dir, cluster) = start(|o| o.vm_nodes = 2);
+    let client = check(&cluster, "client", cluster.client().await);
+    let vms: Vec<String> = cluster
+        .env
+        .get("VM_NODE_LIST")
+        .map(|l| l.split_whitespace().map(String::from).collect())
+        .unwrap_or_default();
+    assert_eq!(vms.len(), 2, "VM nodes: {vms:?} ({:?})", cluster.env);
+
+    // Two pods per VM, one in each namespace.
+    let mut keys = Vec::new();
+    for ns in NAMESPACES {
+        check(&cluster, "namespace", pods::ensure_namespace(&client, ns).await);
+        for vm in &vms {
+            let name = format!("p-{vm}");
+            check(
+                &cluster,
+                "create pod",
+                pods::create_pod(&client, ns, &name, Some(vm)).await,
+            );
+            keys.push((ns.to_string(), name));
+        }
+    }
+    let t0 = std::time::Instant::now();
+    check(
+        &cluster,
+        "pods Ready on the VM nodes",
+        pods::wait_ready(&client, &keys, Duration::from_secs(300)).await,
+    );
+    println!("4 pods on 2 VM nodes Ready after {} ms", t0.elapsed().as_millis());
+
+    // Each pod's port is a subport of its own VM's trunk, with the VLAN ID its VIF says.
+    let subs: Vec<Sub> = check(&cluster, "trunks", sdk_query("trunk subports", SUBPORTS, &[]));
+    let by_port: BTreeMap<&str, &Sub> = subs.iter().map(|s| (s.port.as_str(), s)).collect();
+    let mut pod_ips: Vec<(String, String, String)> = Vec::new(); // (vm, ip, name)
+    for (ns, name) in &keys {
+        let kp = check(
+            &cluster,
+            "kuryrport",
+            Api::<KuryrPort>::namespaced(client.clone(), ns)
+                .get(name)
+                .await
+                .map_err(|source| kuryr_e2e::error::Error::Kube {
+                    what: format!("get kuryrport {ns}/{name}"),
+                    source,
+                }),
+        );
+        let (_, vif) = kp
+            .status
+            .as_ref()
+            .and_then(|s| s.default_vif())
+            .unwrap_or_else(|| panic!("{ns}/{name}: no VIF"));
+        assert_eq!(vif.kind, VifKind::VlanNested, "{ns}/{name}: {vif:?}");
+        let port = vif.id.clone().unwrap_or_default();
+        let sub = by_port
+            .get(port.as_str())
+            .unwrap_or_else(|| panic!("{ns}/{name}: port {port} is no trunk's subport ({subs:?})"));
+        let vm = &kp.spec.pod_node_name;
+        assert_eq!(
+            sub.trunk,
+            format!("kuryr-sandbox-{vm}"),
+            "{ns}/{name}: on its own VM's trunk"
+        );
+        assert_eq!(vif.vlan_id, Some(i64::from(sub.vlan)), "{ns}/{name}");
+        let pod = check(
+            &cluster,
+            "pod",
+            Api::<Pod>::namespaced(client.clone(), ns)
+                .get(name)
+                .await
+                .map_err(|source| kuryr_e2e::error::Error::Kube {
+                    what: format!("get pod {ns}/{name}"),
+                    source,
+                }),
+        );
+        let ip = pod
+            .status
+            .and_then(|s| s.pod_ip)
+            .unwrap_or_else(|| panic!("{ns}/{name}: no pod IP"));
+        pod_ips.push((vm.clone(), ip, name.clone()));
+    }
+    let listed = Api::<KuryrPort>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items.iter().map(|k| k.name_any()).collect::<Vec<_>>())
+        .unwrap_or_default();
+    println!("KuryrPorts: {listed:?}; subports: {subs:?}");
+
+    // Every pod reaches every other one: same VM, across VMs, across namespaces.
+    let mut failures = Vec::new();
+    for (vm, ip, name) in &pod_ips {
+        let targets: Vec<String> = pod_ips
+            .iter()
+            .filter(|(_, other, _)| other != ip)
+            .map(|(_, other, _)| format!("tcp:{other}:{}", pods::POD_PORT))
+            .collect();
+        let out = probe_from(&cluster, vm, ip, &targets);
+        for (_, other, other_name) in pod_ips.iter().filter(|(_, o, _)| o != ip) {
+            let ok = out.lines().any(|l| {
+                l.contains(&format!("{other}:")) && l.contains("connected") && l.contains(other_name.as_str())
+            });
+            if !ok {
+                failures.push(format!("{name} ({ip} on {vm}) -> {other_name} ({other})"));
+            }
+        }
+        println!("from {name} ({ip} on {vm}):\n{out}");
+    }
+    assert_or_logs(
+        &cluster,
+        failures.is_empty(),
+        format!("pods on VM nodes do not reach each other: {failures:#?}"),
+    );
+}
