@@ -1,9 +1,13 @@
-//! Nested mode end to end (issue 16): `sandbox/cluster up --vm-nodes 2` — two Kubernetes nodes
-//! that are real VMs (QEMU) whose NICs are parent ports of Neutron trunks, each running the
-//! emulated kubelet and kuryr-daemon inside. Pods on them get VLAN subports of their VM's trunk
-//! from the nested subport pools (`VIFVlanNested` in their KuryrPorts, the VLAN link created by
-//! the daemon inside the VM) and reach each other by TCP — on one VM and across the two VMs, in
-//! one namespace and across two — probed from inside the pods' network namespaces in the VMs.
+//! Nested mode end to end (issue 16): `sandbox/cluster up --vm-nodes 2` — a mixed cluster: the
+//! two bare-metal-style nodes and two Kubernetes nodes that are real VMs (QEMU) whose NICs are
+//! parent ports of Neutron trunks, each VM running the emulated kubelet and kuryr-daemon
+//! inside, labelled `pod_vif=nested-vlan`; the multi pool driver routes each node to its pools.
+//! Pods on the VMs get VLAN subports of their VM's trunk from the nested subport pools
+//! (`VIFVlanNested` in their KuryrPorts, the VLAN link created by the daemon inside the VM),
+//! pods on node-1 bound ports (`VIFOpenVSwitch`), and every pod reaches every other by TCP — on
+//! one VM, across the two VMs, between a VM and a bare-metal-style node, in one namespace and
+//! across two — probed from inside the pods' network namespaces (in the VMs through
+//! `sandbox/vm exec`).
 
 mod common;
 
@@ -48,6 +52,45 @@ fn probe_from(cluster: &Cluster, vm: &str, src: &str, targets: &[String]) -> Str
     }
 }
 
+/// The pod's IP.
+async fn pod_ip(cluster: &Cluster, client: &kube::Client, ns: &str, name: &str) -> String {
+    let pod = check(
+        cluster,
+        "pod",
+        Api::<Pod>::namespaced(client.clone(), ns)
+            .get(name)
+            .await
+            .map_err(|source| kuryr_e2e::error::Error::Kube {
+                what: format!("get pod {ns}/{name}"),
+                source,
+            }),
+    );
+    pod.status
+        .and_then(|s| s.pod_ip)
+        .unwrap_or_else(|| panic!("{ns}/{name}: no pod IP"))
+}
+
+/// From a pod of a bare-metal-style node (its network namespace on this machine).
+async fn probe_on_host(cluster: &Cluster, client: &kube::Client, ip: &str, targets: &[String]) -> String {
+    let views = check(
+        cluster,
+        "pods",
+        pods::collect(cluster, client, &NAMESPACES.map(String::from)).await,
+    );
+    let Some(v) = views.iter().find(|v| v.pod_ip == ip) else {
+        return format!("no pod with {ip}");
+    };
+    let mut cmd = std::process::Command::new("ip");
+    cmd.args(["netns", "exec", &v.netns])
+        .arg(cluster.bin_dir.join("kube-sandbox"))
+        .args(["probe", "--timeout", "3s"])
+        .args(targets);
+    match run("probe from a node-1 pod", &mut cmd) {
+        Ok(out) | Err(kuryr_e2e::error::Error::Command { output: out, .. }) => out,
+        Err(e) => format!("{e}"),
+    }
+}
+
 const SUBPORTS: &str = r#"
 import json, os, sys, openstack
 conn = openstack.connect(cloud=os.environ.get("OS_CLOUD", "kuryr-sandbox"))
@@ -80,12 +123,12 @@ async fn pods_on_vm_nodes_get_vlan_subports_and_talk() {
     let mut keys = Vec::new();
     for ns in NAMESPACES {
         check(&cluster, "namespace", pods::ensure_namespace(&client, ns).await);
-        for vm in &vms {
-            let name = format!("p-{vm}");
+        for node in vms.iter().map(String::as_str).chain(["node-1"]) {
+            let name = format!("p-{node}");
             check(
                 &cluster,
                 "create pod",
-                pods::create_pod(&client, ns, &name, Some(vm)).await,
+                pods::create_pod(&client, ns, &name, Some(node)).await,
             );
             keys.push((ns.to_string(), name));
         }
@@ -96,7 +139,10 @@ async fn pods_on_vm_nodes_get_vlan_subports_and_talk() {
         "pods Ready on the VM nodes",
         pods::wait_ready(&client, &keys, Duration::from_secs(300)).await,
     );
-    println!("4 pods on 2 VM nodes Ready after {} ms", t0.elapsed().as_millis());
+    println!(
+        "6 pods (4 on 2 VM nodes, 2 on node-1) Ready after {} ms",
+        t0.elapsed().as_millis()
+    );
 
     // Each pod's port is a subport of its own VM's trunk, with the VLAN ID its VIF says.
     let subs: Vec<Sub> = check(&cluster, "trunks", sdk_query("trunk subports", SUBPORTS, &[]));
@@ -119,6 +165,13 @@ async fn pods_on_vm_nodes_get_vlan_subports_and_talk() {
             .as_ref()
             .and_then(|s| s.default_vif())
             .unwrap_or_else(|| panic!("{ns}/{name}: no VIF"));
+        let node = kp.spec.pod_node_name.clone();
+        if node == "node-1" {
+            assert_eq!(vif.kind, VifKind::OpenVSwitch, "{ns}/{name}: {vif:?}");
+            let ip = pod_ip(&cluster, &client, ns, name).await;
+            pod_ips.push((node, ip, name.clone()));
+            continue;
+        }
         assert_eq!(vif.kind, VifKind::VlanNested, "{ns}/{name}: {vif:?}");
         let port = vif.id.clone().unwrap_or_default();
         let sub = by_port
@@ -131,21 +184,7 @@ async fn pods_on_vm_nodes_get_vlan_subports_and_talk() {
             "{ns}/{name}: on its own VM's trunk"
         );
         assert_eq!(vif.vlan_id, Some(i64::from(sub.vlan)), "{ns}/{name}");
-        let pod = check(
-            &cluster,
-            "pod",
-            Api::<Pod>::namespaced(client.clone(), ns)
-                .get(name)
-                .await
-                .map_err(|source| kuryr_e2e::error::Error::Kube {
-                    what: format!("get pod {ns}/{name}"),
-                    source,
-                }),
-        );
-        let ip = pod
-            .status
-            .and_then(|s| s.pod_ip)
-            .unwrap_or_else(|| panic!("{ns}/{name}: no pod IP"));
+        let ip = pod_ip(&cluster, &client, ns, name).await;
         pod_ips.push((vm.clone(), ip, name.clone()));
     }
     let listed = Api::<KuryrPort>::all(client.clone())
@@ -163,7 +202,11 @@ async fn pods_on_vm_nodes_get_vlan_subports_and_talk() {
             .filter(|(_, other, _)| other != ip)
             .map(|(_, other, _)| format!("tcp:{other}:{}", pods::POD_PORT))
             .collect();
-        let out = probe_from(&cluster, vm, ip, &targets);
+        let out = if vm.starts_with("vm-") {
+            probe_from(&cluster, vm, ip, &targets)
+        } else {
+            probe_on_host(&cluster, &client, ip, &targets).await
+        };
         for (_, other, other_name) in pod_ips.iter().filter(|(_, o, _)| o != ip) {
             let ok = out.lines().any(|l| {
                 l.contains(&format!("{other}:")) && l.contains("connected") && l.contains(other_name.as_str())
