@@ -37,6 +37,8 @@ pub struct BurstConfig {
     /// Measure from outside the implementation too (`bench/compare-upstream`): Neutron's log,
     /// `/proc`; the controller's own metrics become optional.
     pub outside: Option<OutsideConfig>,
+    /// Pods go to these nodes in turn (`nodeName`); empty: where the scheduler puts them.
+    pub nodes: Vec<String>,
 }
 
 /// What [`BurstConfig::outside`] measures.
@@ -323,12 +325,19 @@ pub async fn warm_pools(
     per_node: usize,
     timeout: Duration,
     outside: bool,
+    only: &[String],
 ) -> Result<()> {
     pods::ensure_namespace(client, ns).await?;
+    // The nodes whose pools are warmed: `only`, or every node of the cluster.
+    let nodes: Vec<String> = if only.is_empty() {
+        cluster.nodes.iter().map(|n| n.name.clone()).collect()
+    } else {
+        only.to_vec()
+    };
     let mut names = Vec::new();
-    for n in &cluster.nodes {
-        let name = format!("warm-{}", n.name);
-        pods::create_pod(client, ns, &name, Some(&n.name)).await?;
+    for n in &nodes {
+        let name = format!("warm-{n}");
+        pods::create_pod(client, ns, &name, Some(n)).await?;
         names.push((ns.to_string(), name));
     }
     let kps: Api<KuryrPort> = Api::namespaced(client.clone(), ns);
@@ -364,11 +373,10 @@ pub async fn warm_pools(
         } else {
             pool_available(&metrics::scrape(&cluster.metrics_url).await?)
         };
-        let short: Vec<String> = cluster
-            .nodes
+        let short: Vec<String> = nodes
             .iter()
-            .filter(|n| avail.get(&n.name).copied().unwrap_or(0.0) < per_node as f64)
-            .map(|n| format!("{}={}", n.name, avail.get(&n.name).copied().unwrap_or(0.0)))
+            .filter(|n| avail.get(*n).copied().unwrap_or(0.0) < per_node as f64)
+            .map(|n| format!("{n}={}", avail.get(n).copied().unwrap_or(0.0)))
             .collect();
         if short.is_empty() {
             info!(?avail, "pools warm");
@@ -483,10 +491,11 @@ pub async fn run(cluster: &Cluster, client: &Client, cfg: &BurstConfig) -> Resul
     // The burst: every create in flight at once.
     let names: Vec<String> = (0..cfg.pods).map(|i| format!("burst-{i:04}")).collect();
     let created: Vec<(String, Instant, SystemTime, Result<()>)> =
-        join_all(names.iter().map(|n| async move {
+        join_all(names.iter().enumerate().map(|(i, n)| async move {
+            let node = (!cfg.nodes.is_empty()).then(|| cfg.nodes[i % cfg.nodes.len()].as_str());
             let t = Instant::now();
             let w = SystemTime::now();
-            let r = pods::create_pod(client, ns, n, None).await;
+            let r = pods::create_pod(client, ns, n, node).await;
             (n.clone(), t, w, r)
         }))
         .await;

@@ -82,6 +82,11 @@ enum Cmd {
         /// Write the figures measured from outside to this JSON file (with --outside).
         #[arg(long, requires = "outside")]
         json: Option<PathBuf>,
+        /// Pods go to these nodes in turn (comma-separated, e.g. the VM nodes `vm-1,vm-2`), and
+        /// only their pools are warmed; default: the cluster's nodes, pods where the scheduler
+        /// puts them.
+        #[arg(long, value_delimiter = ',')]
+        on_nodes: Vec<String>,
     },
     /// The side-by-side table and ratios of two `pod-burst --outside --json` runs
     /// (bench/compare-upstream).
@@ -290,6 +295,8 @@ struct BurstArgs<'a> {
     timeout: u64,
     /// `--outside`: the implementation's name and where to write its figures.
     outside: Option<(&'a str, Option<&'a std::path::Path>)>,
+    /// `--on-nodes`.
+    on_nodes: &'a [String],
 }
 
 fn read_figures(path: &std::path::Path) -> anyhow::Result<kuryr_e2e::compare::RunFigures> {
@@ -330,6 +337,7 @@ async fn cmd_burst(cluster: &Cluster, a: BurstArgs<'_>) -> anyhow::Result<bool> 
         namespace,
         timeout,
         outside,
+        on_nodes,
     } = a;
     let client = cluster.client().await?;
     if let Some(per_node) = warm {
@@ -341,6 +349,7 @@ async fn cmd_burst(cluster: &Cluster, a: BurstArgs<'_>) -> anyhow::Result<bool> 
             per_node,
             Duration::from_secs(timeout),
             outside.is_some(),
+            on_nodes,
         )
         .await
         .context("warming the pools")?;
@@ -357,6 +366,7 @@ async fn cmd_burst(cluster: &Cluster, a: BurstArgs<'_>) -> anyhow::Result<bool> 
                 Some(_) => Some(outside_config(cluster)?),
                 None => None,
             },
+            nodes: on_nodes.to_vec(),
         },
     )
     .await?;
@@ -603,6 +613,7 @@ async fn main() -> ExitCode {
             outside,
             implementation,
             json,
+            on_nodes,
         } => {
             let b = BurstArgs {
                 pods_n: pods,
@@ -611,6 +622,7 @@ async fn main() -> ExitCode {
                 namespace: &namespace,
                 timeout,
                 outside: outside.then_some((implementation.as_str(), json.as_deref())),
+                on_nodes: &on_nodes,
             };
             cmd_burst(&cluster, b).await
         }
