@@ -7,7 +7,8 @@
 //! pods on node-1 bound ports (`VIFOpenVSwitch`), and every pod reaches every other by TCP — on
 //! one VM, across the two VMs, between a VM and a bare-metal-style node, in one namespace and
 //! across two — probed from inside the pods' network namespaces (in the VMs through
-//! `sandbox/vm exec`).
+//! `sandbox/vm exec`); a Service over pods on both kinds of node answers on its Octavia VIP
+//! from a VM's pod and from node-1's, by VM backends among others.
 
 mod common;
 
@@ -19,7 +20,7 @@ use kube::{Api, ResourceExt, api::ListParams};
 use kuryr_e2e::{
     cluster::{Cluster, repo_root, run},
     neutron::sdk_query,
-    pods,
+    pods, services,
 };
 use kuryr_types::{KuryrPort, vif::VifKind};
 
@@ -110,7 +111,10 @@ struct Sub {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_on_vm_nodes_get_vlan_subports_and_talk() {
-    let (_dir, cluster) = start(|o| o.vm_nodes = 2);
+    let (_dir, cluster) = start(|o| {
+        o.vm_nodes = 2;
+        o.services = true;
+    });
     let client = check(&cluster, "client", cluster.client().await);
     let vms: Vec<String> = cluster
         .env
@@ -222,4 +226,53 @@ async fn pods_on_vm_nodes_get_vlan_subports_and_talk() {
         failures.is_empty(),
         format!("pods on VM nodes do not reach each other: {failures:#?}"),
     );
+
+    // A Service over nested-a's three pods (two on VMs, one on node-1): an Octavia load
+    // balancer whose members include subports; its VIP answered from a VM's pod and from
+    // node-1's pod, by VM backends among others.
+    let vip = check(
+        &cluster,
+        "service",
+        services::create_service(
+            &client,
+            NAMESPACES[0],
+            "web",
+            &[("http", 80, "TCP", pods::POD_PORT)],
+            Some(("app", "kuryr-e2e")),
+            false,
+        )
+        .await,
+    );
+    check(
+        &cluster,
+        "load balancer with 3 members",
+        services::wait_members(&client, NAMESPACES[0], "web", 3, Duration::from_secs(240)).await,
+    );
+    let targets: Vec<String> = (0..12).map(|_| format!("tcp:{vip}:80")).collect();
+    let (vm, ip, _) = pod_ips
+        .iter()
+        .find(|(n, _, _)| n.starts_with("vm-"))
+        .cloned()
+        .unwrap_or_default();
+    let (_, bare_ip, _) = pod_ips
+        .iter()
+        .find(|(n, _, _)| n == "node-1")
+        .cloned()
+        .unwrap_or_default();
+    for (from, out) in [
+        (format!("a pod on {vm}"), probe_from(&cluster, &vm, &ip, &targets)),
+        (
+            "a pod on node-1".to_string(),
+            probe_on_host(&cluster, &client, &bare_ip, &targets).await,
+        ),
+    ] {
+        println!("the Service's VIP {vip} from {from}:\n{out}");
+        let answered = out.lines().filter(|l| l.contains("connected")).count();
+        let by_vms = out.lines().filter(|l| l.contains("connected p-vm-")).count();
+        assert_or_logs(
+            &cluster,
+            answered == targets.len() && by_vms > 0,
+            format!("the VIP from {from}: {answered} of {} answered, {by_vms} by VM backends:\n{out}", targets.len()),
+        );
+    }
 }
