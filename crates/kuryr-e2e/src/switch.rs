@@ -115,7 +115,16 @@ pub async fn before(
     // CNI timeout while upstream fills its pools (see sandbox_tx_offload_off for what
     // upstream does when they do).
     let per_node = n.div_ceil(cluster.nodes.len().max(1));
-    crate::burst::warm_pools(cluster, client, &format!("{ns}-warm"), per_node, timeout, true, &[]).await?;
+    crate::burst::warm_pools(
+        cluster,
+        client,
+        &format!("{ns}-warm"),
+        per_node,
+        timeout,
+        true,
+        &[],
+    )
+    .await?;
     create_and_wait(cluster, client, ns, "old", n, timeout).await?;
     let views = pods::collect(cluster, client, &[ns.to_string()]).await?;
     sandbox_tx_offload_off(&views)?;

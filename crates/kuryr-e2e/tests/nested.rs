@@ -272,7 +272,10 @@ async fn pods_on_vm_nodes_get_vlan_subports_and_talk() {
         assert_or_logs(
             &cluster,
             answered == targets.len() && by_vms > 0,
-            format!("the VIP from {from}: {answered} of {} answered, {by_vms} by VM backends:\n{out}", targets.len()),
+            format!(
+                "the VIP from {from}: {answered} of {} answered, {by_vms} by VM backends:\n{out}",
+                targets.len()
+            ),
         );
     }
 }

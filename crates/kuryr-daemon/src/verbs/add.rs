@@ -126,6 +126,12 @@ impl Daemon {
         loop {
             reg.borrow_and_update();
             let current = self.registry.vifs(key, pod_uid);
+            // The pod went away meanwhile (its KuryrPort deleted or handed to a new pod of the
+            // same name, or the pod terminating): nobody waits for this sandbox any more.
+            if current.is_none() || matches!(self.registry.decide(key, Some(pod_uid)), AddDecision::Gone) {
+                self.metrics.observe_active_wait("gone", started.elapsed());
+                return Err(OpError::PodGone(key.to_owned()));
+            }
             let registry_active = current.as_ref().is_some_and(all_active);
             let signal = {
                 let none = HashSet::new();

@@ -49,6 +49,11 @@ fn fixture() -> Fixture {
 
 /// A daemon whose watchers have listed (`synced`) or not yet.
 fn fixture_with(synced: bool) -> Fixture {
+    fixture_timed(synced, Duration::from_millis(300))
+}
+
+/// [`fixture_with`] with ADD's VIF timeout `vif_timeout`.
+fn fixture_timed(synced: bool, vif_timeout: Duration) -> Fixture {
     let state_dir = tempfile::tempdir().expect("state dir");
     let registry = Arc::new(Registry::default());
     if synced {
@@ -59,7 +64,7 @@ fn fixture_with(synced: bool) -> Fixture {
     }
     let fake = FakeBindings::new();
     let settings = Settings {
-        vif_timeout: Duration::from_millis(300),
+        vif_timeout,
         default_bridge: Some("br-int".into()),
         network_device_mtu: 0,
         netns_proc_dir: None,
@@ -151,6 +156,29 @@ async fn add_waits_for_activation_and_times_out_without_it() {
     assert_eq!(e.to_cni().code, ErrorCode::TryAgainLater);
     // Wired and recorded all the same: the retry finds it, DEL can clean it.
     assert_eq!(ops(&f), ["connect"]);
+    assert!(f.daemon.state.get("c1").is_some());
+}
+
+#[tokio::test]
+async fn add_ends_when_the_pod_goes_away_while_waiting_for_activation() {
+    // A long timeout: only the pod's going ends the wait early.
+    let f = fixture_timed(true, Duration::from_secs(30));
+    f.pod_with_vif(false);
+    let registry = f.daemon.registry.clone();
+    let gone = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        registry.delete_port("ns/web");
+    });
+    let t = std::time::Instant::now();
+    let e = f.daemon.add(&f.call("c1")).await.expect_err("pod gone");
+    gone.await.expect("join");
+    assert!(matches!(e, OpError::PodGone(_)), "{e}");
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "ended with the pod, not at the timeout: {:?}",
+        t.elapsed()
+    );
+    // Wired and recorded: DEL still cleans it.
     assert!(f.daemon.state.get("c1").is_some());
 }
 
