@@ -215,13 +215,15 @@ pub fn start_pool_manager(ctx: &Context) -> Result<Option<JoinHandle<()>>, Error
     let (true, Some(os)) = (ctx.config.kubernetes.enable_manager, ctx.openstack.as_ref()) else {
         return Ok(None);
     };
-    let Some(pools) = os.pool.pools() else {
+    let pools = os.pool.pools();
+    if pools.is_empty() {
         warn!("[kubernetes] enable_manager is set but vif_pool_driver = noop has no pools: no pool manager");
         return Ok(None);
-    };
+    }
     let path = PathBuf::from(&ctx.config.pool_manager.sock_file);
     let manager = pool::manager::Manager {
-        pool: pools,
+        pools,
+        source: os.pool.clone(),
         drivers: Some(os.drivers.clone()),
         client: Some(ctx.client.clone()),
     };
@@ -344,9 +346,12 @@ pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
     if result.is_ok() {
         // Hand over cleanly: the bulk creations Neutron is working on end before the Lease is
         // released, so the next leader lists their ports.
-        if let Some(pools) = ctx.openstack.as_ref().and_then(|os| os.pool.pools()) {
-            pools.quiesce(QUIESCE_LIMIT).await;
-        }
+        let pools = ctx
+            .openstack
+            .as_ref()
+            .map(|os| os.pool.pools())
+            .unwrap_or_default();
+        futures::future::join_all(pools.iter().map(|p| p.quiesce(QUIESCE_LIMIT))).await;
         if let Some(w) = &workload {
             release_on_uninstall(&ctx, w, &handler_aborts).await;
         }
@@ -375,11 +380,23 @@ async fn release_on_uninstall(ctx: &Context, workload: &Workload, handlers: &[Ab
         return;
     };
     handlers.iter().for_each(AbortHandle::abort);
-    let Some(pools) = ctx.openstack.as_ref().and_then(|os| os.pool.pools()) else {
+    let pools = ctx
+        .openstack
+        .as_ref()
+        .map(|os| os.pool.pools())
+        .unwrap_or_default();
+    if pools.is_empty() {
         info!(reason, "uninstall: no port pools to release");
         return;
+    }
+    let release = async {
+        let mut n = 0;
+        for p in &pools {
+            n += p.release_for_uninstall().await?;
+        }
+        Ok::<_, pool::Error>(n)
     };
-    match tokio::time::timeout(std::time::Duration::from_secs(30), pools.release_for_uninstall()).await {
+    match tokio::time::timeout(std::time::Duration::from_secs(30), release).await {
         Ok(Ok(n)) => info!(deleted = n, reason, "uninstall: the pools' ports are deleted"),
         Ok(Err(e)) => warn!(
             error = %kuryr_runtime::error_chain(&e),

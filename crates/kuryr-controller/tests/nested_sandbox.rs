@@ -136,14 +136,17 @@ async fn nested_pods_get_vlan_subports_from_warm_subport_pools() {
         let node_ip = parent.fixed_ips[0].ip_address.clone();
 
         let conf = dir.path().join("test.conf");
+        let sock = dir.path().join("pool-manager.sock");
         std::fs::write(
             &conf,
             format!(
                 "[kubernetes]\nenabled_handlers = vif,kuryrport\npod_vif_driver = nested-vlan\n\
-                 vif_pool_driver = nested\nwatch_reconcile_period = 0\n\
+                 vif_pool_driver = nested\nwatch_reconcile_period = 0\nenable_manager = true\n\
+                 [pool_manager]\nsock_file = {}\n\
                  [neutron_defaults]\ncluster_tag = {tag}\n[pod_vif_nested]\nworker_nodes_subnets = {}\n\
                  [vif_pool]\nports_pool_min = 1\nports_pool_batch = 5\nports_pool_cooldown = 1\n\
                  ports_pool_update_frequency = 1\n[neutron]\ntimeout = 120\n",
+                sock.display(),
                 subnet.id
             ),
         )
@@ -192,6 +195,29 @@ async fn nested_pods_get_vlan_subports_from_warm_subport_pools() {
             assert!(p.tags.contains(&tag), "{}: {:?}", p.id, p.tags);
         }
         println!("3 nested pods: subports {subs:?}");
+
+        // The pool manager, with upstream's body (a trunk named by its node's IP): 3 more
+        // subports on the VM's trunk, pooled; listPools shows the node's pool.
+        let manager = kuryr_controller::cli::start_pool_manager(&ctrl.ctx)
+            .expect("pool manager")
+            .expect("served");
+        let (code, body) = unix_post(
+            &sock,
+            "/populatePool",
+            &format!(r#"{{"trunks": ["{node_ip}"], "num_ports": 3}}"#),
+        )
+        .await;
+        assert_eq!(code, 200, "{body}");
+        let more = subports(&neutron, &trunk.id).await;
+        assert_eq!(more.len(), subs.len() + 3, "{body}: {more:?}");
+        let (code, body) = unix_get(&sock, "/listPools").await;
+        assert_eq!(code, 200, "{body}");
+        assert!(body.contains(NODE), "{body}");
+        // The VM's own port (tagged here for the cleanup) is no pool's.
+        assert!(!body.contains("\"host\":\"\""), "{body}");
+        println!("pool manager: {body}");
+        manager.abort();
+        let subs = more;
         drop(ctrl);
 
         // (b) A new controller: the pools come back from the trunk; new pods take pooled

@@ -516,7 +516,8 @@ async fn pools_from_the_controller_pool_manager_socket() {
     println!("populate(Some(3)) created {created}, Neutron has {in_neutron} ports");
     let sock = env._dir.path().join("run/kuryr_manage.sock");
     let manager = pool::manager::Manager {
-        pool: vp,
+        pools: vec![vp.clone()],
+        source: Arc::new(pool::source::Pooled(vp)),
         drivers: None,
         client: None,
     };

@@ -179,7 +179,7 @@ impl PortSource for Direct {
         }))
     }
 
-    fn pools(&self) -> Option<Arc<VifPool>> {
-        None
+    fn pools(&self) -> Vec<Arc<VifPool>> {
+        Vec::new()
     }
 }

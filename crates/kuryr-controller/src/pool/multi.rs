@@ -272,8 +272,7 @@ impl PortSource for Multi {
         })
     }
 
-    fn pools(&self) -> Option<Arc<VifPool>> {
-        // The pool manager serves the default driver's pools.
-        self.default_source().pools()
+    fn pools(&self) -> Vec<Arc<VifPool>> {
+        self.sources.values().flat_map(|s| s.pools()).collect()
     }
 }

@@ -64,8 +64,9 @@ pub trait PortSource: Send + Sync {
     /// The loops it needs while the KuryrPort handler runs (maintenance, janitor).
     fn run_background(self: Arc<Self>, client: Client) -> BoxFuture<'static, ()>;
 
-    /// The warm pools, when this source has them (the pool manager API serves them).
-    fn pools(&self) -> Option<Arc<VifPool>>;
+    /// The warm pools this source has (the pool manager API serves them; shutdown quiesces
+    /// them); none for the noop driver, one executor per pool driver of the multi pool.
+    fn pools(&self) -> Vec<Arc<VifPool>>;
 }
 
 /// Warm pools.
@@ -132,7 +133,7 @@ impl PortSource for Pooled {
         })
     }
 
-    fn pools(&self) -> Option<Arc<VifPool>> {
-        Some(self.0.clone())
+    fn pools(&self) -> Vec<Arc<VifPool>> {
+        vec![self.0.clone()]
     }
 }

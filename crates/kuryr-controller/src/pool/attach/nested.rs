@@ -136,6 +136,11 @@ fn view(t: &Trunk) -> TrunkView {
     }
 }
 
+/// Whether `port` is a trunk's parent (a VM's port, never a pool's).
+fn is_trunk_parent(port: &Port) -> bool {
+    port.extra.get("trunk_details").is_some_and(|v| !v.is_null())
+}
+
 /// The Node's InternalIP (upstream's `get_node_ip`: the first one).
 fn internal_ip(node: &Node) -> Option<String> {
     node.status
@@ -438,7 +443,8 @@ impl Attachment for TrunkSubports {
             // binding host; a bound one belongs to the bare-metal pools of a mixed cluster).
             // Unbound as the pools see it: deferred while young, deleted when old.
             None if (port.device_owner == DEVICE_OWNER || port.device_owner.is_empty())
-                && port.binding_host_id.is_empty() =>
+                && port.binding_host_id.is_empty()
+                && !is_trunk_parent(&port) =>
             {
                 port.binding_host_id.clear();
                 port.device_owner = DEVICE_OWNER.into();

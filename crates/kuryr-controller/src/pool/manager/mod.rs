@@ -42,8 +42,11 @@ mod upstream;
 /// the default project, subnets and security groups, and a client to resolve node IPs.
 #[derive(Clone)]
 pub struct Manager {
-    /// The pools.
-    pub pool: Arc<VifPool>,
+    /// The pools' executors (one per pool driver: several with the multi pool).
+    pub pools: Vec<Arc<VifPool>>,
+    /// Where populations go: the source routes a node to its driver's pools (a VM node's pool
+    /// is filled with subports of its trunk).
+    pub source: Arc<dyn super::PortSource>,
     /// The pod drivers (upstream's `populatePool` uses the defaults of an empty pod).
     pub drivers: Option<Arc<Drivers>>,
     /// Kubernetes (node IP → node name).
@@ -96,8 +99,50 @@ fn failure(e: &super::Error) -> Response {
     (code, Json(json!({"error": crate::error_chain(e)}))).into_response()
 }
 
+impl Manager {
+    /// Every pool of every executor.
+    fn summaries(&self) -> Vec<super::PoolSummary> {
+        self.pools.iter().flat_map(|p| p.pools()).collect()
+    }
+
+    /// The ports of pool `key`, wherever it is kept.
+    fn pool_ports(&self, key: &PoolKey) -> super::PoolPorts {
+        let mut out = super::PoolPorts::default();
+        for p in &self.pools {
+            let one = p.pool_ports(key);
+            out.available.extend(one.available);
+            out.in_use.extend(one.in_use);
+            out.cooling.extend(one.cooling);
+            out.deleting.extend(one.deleting);
+        }
+        out
+    }
+
+    /// Available ports of `host`'s pools of `project_id` with exactly `sgs`.
+    fn available_with(&self, host: &str, project_id: &str, sgs: &kuryr_core::pool::SgSet) -> Vec<String> {
+        self.pools
+            .iter()
+            .flat_map(|p| p.available_with(host, project_id, sgs))
+            .collect()
+    }
+
+    /// Frees the pools of `host` (all without) in every executor; ports deleted.
+    async fn free_pools(&self, host: Option<&str>) -> Result<usize, super::Error> {
+        let mut n = 0;
+        for p in &self.pools {
+            n += p.free_pools(host).await?;
+        }
+        Ok(n)
+    }
+
+    /// `ports_pool_batch`.
+    fn batch(&self) -> u32 {
+        self.source.settings().pool.batch
+    }
+}
+
 async fn list_pools(State(m): State<Manager>) -> Response {
-    Json(m.pool.pools()).into_response()
+    Json(m.summaries()).into_response()
 }
 
 async fn show_pool(State(m): State<Manager>, uri: Uri, body: Bytes) -> Response {
@@ -110,7 +155,7 @@ async fn show_pool(State(m): State<Manager>, uri: Uri, body: Bytes) -> Response 
         );
     };
     let key = PoolKey::new(q.host, q.project_id, q.network_id);
-    Json(m.pool.pool_ports(&key)).into_response()
+    Json(m.pool_ports(&key)).into_response()
 }
 
 fn bad_request(msg: &str) -> Response {
@@ -125,7 +170,6 @@ async fn populate_pool(State(m): State<Manager>, body: Bytes) -> Response {
         Ok(b) => b,
         Err(e) => return bad_request(&format!("populatePool body: {e}")),
     };
-    let pool = &m.pool;
     let mut sgs = b.security_groups;
     sgs.sort();
     sgs.dedup();
@@ -135,8 +179,8 @@ async fn populate_pool(State(m): State<Manager>, body: Bytes) -> Response {
         subnet_ids: b.subnet_ids,
         security_groups: sgs,
     };
-    let n = b.num_ports.unwrap_or(pool.settings().pool.batch);
-    match pool.populate(&b.host, &target, Some(n)).await {
+    let n = b.num_ports.unwrap_or(m.batch());
+    match m.source.populate(&b.host, &target, Some(n)).await {
         Ok(created) => Json(json!({"created": created})).into_response(),
         Err(e) => failure(&e),
     }
@@ -154,7 +198,7 @@ async fn free_pool(State(m): State<Manager>, body: Bytes) -> Response {
             Err(e) => return bad_request(&format!("freePool body: {e}")),
         }
     };
-    match m.pool.free_pools(host.as_deref()).await {
+    match m.free_pools(host.as_deref()).await {
         Ok(deleted) => Json(json!({"deleted": deleted})).into_response(),
         Err(e) => failure(&e),
     }

@@ -145,7 +145,7 @@ pub async fn populate(m: &Manager, req: TrunksRequest) -> Response {
         }
     };
     for (trunk, host) in req.trunks.iter().zip(&hosts) {
-        if let Err(e) = m.pool.populate(host, &target, Some(req.num_ports)).await {
+        if let Err(e) = m.source.populate(host, &target, Some(req.num_ports)).await {
             return text(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!("Error while populating pool {trunk}: {}", crate::error_chain(&e)),
@@ -164,7 +164,7 @@ pub async fn populate(m: &Manager, req: TrunksRequest) -> Response {
 /// `freePool` with upstream's body (no trunks: every pool).
 pub async fn free(m: &Manager, req: TrunksRequest) -> Response {
     if req.trunks.is_empty() {
-        return match m.pool.free_pools(None).await {
+        return match m.free_pools(None).await {
             Ok(_) => text(StatusCode::OK, "Ports pool belonging to all was freed.".into()),
             Err(e) => text(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -177,7 +177,7 @@ pub async fn free(m: &Manager, req: TrunksRequest) -> Response {
         Err(e) => return text(StatusCode::BAD_REQUEST, format!("Error freeing ports pool: {e}")),
     };
     for (trunk, host) in req.trunks.iter().zip(&hosts) {
-        if let Err(e) = m.pool.free_pools(Some(host)).await {
+        if let Err(e) = m.free_pools(Some(host)).await {
             return text(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!("Error freeing ports pool {trunk}: {}", crate::error_chain(&e)),
@@ -198,7 +198,7 @@ pub async fn show(m: &Manager, key: UpstreamKey) -> Response {
         Err(e) => return text(StatusCode::BAD_REQUEST, format!("Invalid pool key: {e}")),
     };
     let want = SgSet::new(key.security_groups.iter().cloned());
-    let ids = m.pool.available_with(&host, &key.project_id, &want);
+    let ids = m.available_with(&host, &key.project_id, &want);
     let shown = format!("({}, {}, {:?})", key.trunk, key.project_id, key.security_groups);
     if ids.is_empty() {
         text(StatusCode::OK, "Empty pool".into())
