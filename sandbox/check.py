@@ -4,7 +4,9 @@
 1. ports: two Neutron ports bound to the local chassis, each plugged into its own network
    namespace (veth into br-int with iface-id), both ACTIVE, ping between them.
    With emulated nodes (sandbox/up --nodes N, N >= 2): the same between node-1 and node-2,
-   so that the packets cross two OVN chassis (geneve over the node underlay).
+   so that the packets cross two OVN chassis (geneve over the node underlay); before that,
+   each node's underlay address must be answered by ARP once, with its br-phy's MAC (pitfall
+   12: a second answer with ul0's MAC could poison Open vSwitch's tunnel neighbour cache).
 2. lb: an Octavia load balancer (ovn provider) on the service subnet, TCP listener, pool,
    two members served from two namespaces; a third namespace reaches both through the VIP.
 3. cleanup: everything created here carries the tag/prefix below and is removed, also on
@@ -15,6 +17,8 @@ import argparse
 import os
 import re
 import shlex
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -219,6 +223,25 @@ class Check:
         log(f"{sent} packets went {n1} -> {n2} through the geneve tunnel over the node underlay")
         return True
 
+    def step_underlay_arp(self):
+        """Every node's underlay address answered by ARP exactly once, by its br-phy."""
+        nodes = self.env.get("NODES", "").split()
+        for a in nodes:
+            for b in nodes:
+                if a == b:
+                    continue
+                ia, ib = a.split("-")[-1], b.split("-")[-1]
+                target = self.env[f"NODE_{ib}_UNDERLAY_IP"]
+                want = sh(["ip", "-n", self.env[f"NODE_{ib}_NETNS"], "-br", "link", "show", "br-phy"]).split()[2]
+                out = sh(["ip", "netns", "exec", self.env[f"NODE_{ia}_NETNS"], sys.executable,
+                          os.path.abspath(__file__), "--arp-probe", "br-phy", target])
+                macs = out.split()
+                if macs != [want]:
+                    raise CheckFailed(
+                        f"ARP for {b}'s underlay address {target} from {a} answered by {macs} "
+                        f"(want only {b}'s br-phy, {want}): the node's kernel answers on ul0 (arp_ignore)")
+                log(f"ARP {a} -> {b} ({target}): answered once, by br-phy {want}")
+
     def tunnel_tx(self, src, dst):
         """tx_packets of chassis node-<src>'s geneve port towards node-<dst>'s underlay IP."""
         vs = ["ovs-vsctl", f"--db=unix:{self.env[f'NODE_{src}_OVS_RUNDIR']}/db.sock", "--timeout=5"]
@@ -308,7 +331,32 @@ def cleanup(conn, quiet=False):
         raise CheckFailed("cleanup incomplete: " + "; ".join(errors))
 
 
+def arp_probe(ifname, target):
+    """Sends one ARP request for `target` out of `ifname` (in the caller's namespace) and prints
+    the MAC of every answer within a second, one per line."""
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0806))
+    s.bind((ifname, 0))
+    mac = s.getsockname()[4]
+    import fcntl
+    addr = fcntl.ioctl(socket.socket(), 0x8915, struct.pack("256s", ifname.encode()[:15]))[20:24]
+    req = (b"\xff" * 6 + mac + b"\x08\x06" + struct.pack("!HHBBH", 1, 0x0800, 6, 4, 1)
+           + mac + addr + b"\x00" * 6 + socket.inet_aton(target))
+    s.send(req)
+    s.settimeout(0.2)
+    end = time.monotonic() + 1.0
+    while time.monotonic() < end:
+        try:
+            d = s.recv(2048)
+        except socket.timeout:
+            continue
+        if d[20:22] == b"\x00\x02" and d[28:32] == socket.inet_aton(target):
+            print(":".join("%02x" % x for x in d[22:28]))
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--arp-probe":
+        arp_probe(sys.argv[2], sys.argv[3])
+        return 0
     ap = argparse.ArgumentParser()
     ap.add_argument("--topology-env", default=os.path.join(os.environ.get("KURYR_SANDBOX_HOME", "/var/lib/kuryr-sandbox"), "topology.env"))
     ap.add_argument("--cleanup", action="store_true", help="only remove leftovers of a previous check")
@@ -334,6 +382,10 @@ def main():
         t = time.monotonic()
         a, b = chk.step_ports()
         timings.append(("1 ports+ping (local chassis)", time.monotonic() - t))
+        t = time.monotonic()
+        if len(env.get("NODES", "").split()) >= 2:
+            chk.step_underlay_arp()
+            timings.append(("1a underlay ARP", time.monotonic() - t))
         t = time.monotonic()
         if chk.step_nodes():
             timings.append(("1b ports+ping across node chassis", time.monotonic() - t))

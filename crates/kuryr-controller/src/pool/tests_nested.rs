@@ -428,3 +428,44 @@ async fn the_multi_pool_routes_each_node_to_its_drivers_pools() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(n.writes(), writes, "recovery wrote to Neutron");
 }
+
+#[tokio::test]
+async fn a_trunk_recreated_under_the_node_is_found_again() {
+    let n = cloud().await;
+    let pool = n.pool();
+    n.acquire(&pool, "a", "vm-1")
+        .await
+        .expect("acquire")
+        .expect("port");
+    // The operator replaces the VM's trunk (its subports go with the old one).
+    let old = n.fake.get_trunk(&n.trunk_id).await.expect("trunk");
+    let ids: Vec<String> = old.sub_ports.iter().map(|s| s.port_id.clone()).collect();
+    n.fake.remove_subports(&n.trunk_id, &ids).await.expect("remove");
+    n.fake.delete_trunk(&n.trunk_id).await.expect("delete");
+    let new = n
+        .fake
+        .create_trunk(&TrunkCreate {
+            port_id: old.port_id.clone(),
+            ..TrunkCreate::default()
+        })
+        .await
+        .expect("new trunk");
+    // Another network's pool needs ports: the first try hits the old trunk (gone) and fails...
+    let (net2, subnet2) = n.fake.add_network("pods-2", "10.1.0.0/24");
+    let target2 = PodTarget {
+        network_id: net2.id.clone(),
+        subnet_ids: vec![subnet2.id],
+        ..n.target.clone()
+    };
+    let _ = pool.populate("vm-1", &target2, Some(2)).await;
+    // ...and the next one, after the pool's back-off, finds the new trunk.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut created = 0;
+    while created == 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        created = pool.populate("vm-1", &target2, Some(2)).await.unwrap_or(0);
+    }
+    assert_eq!(created, 2);
+    let t = n.fake.get_trunk(&new.id).await.expect("trunk");
+    assert_eq!(t.sub_ports.len(), 2, "{t:?}");
+}

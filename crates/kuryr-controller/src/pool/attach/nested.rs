@@ -198,6 +198,14 @@ impl TrunkSubports {
         Ok(trunk.trunk_id)
     }
 
+    /// Forgets which trunk is `host`'s.
+    fn forget_host(&self, host: &str) {
+        let mut b = lock(&self.books);
+        if let Some(t) = b.trunk_of_host.remove(host) {
+            b.host_of_trunk.remove(&t);
+        }
+    }
+
     /// Reads the trunk again (after a conflict: another writer used IDs).
     async fn reread(&self, trunk_id: &str) -> Result<(), Error> {
         let t = self
@@ -320,7 +328,16 @@ impl Attachment for TrunkSubports {
                     self.reread(&trunk_id).await?;
                     self.add(host, &trunk_id, ports).await?;
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    if e.neutron()
+                        .is_some_and(|n| matches!(n, kuryr_openstack::Error::NotFound { .. }))
+                    {
+                        // The trunk is gone (deleted, or recreated under the node): find the
+                        // node's trunk again next time.
+                        self.forget_host(host);
+                    }
+                    return Err(e);
+                }
             }
             // As Neutron's trunk plugin now shows them.
             for p in ports.iter_mut() {
