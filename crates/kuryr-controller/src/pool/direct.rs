@@ -87,7 +87,13 @@ impl Direct {
         if tags.is_empty() {
             return Ok(Vec::new());
         }
-        let ports = list_cluster_ports(&*self.neutron, &self.settings, "janitor").await?;
+        let ports = list_cluster_ports(
+            &*self.neutron,
+            &self.settings,
+            Some(kuryr_types::constants::DEVICE_OWNER),
+            "janitor",
+        )
+        .await?;
         let mut owned = kuryrport_ports.clone();
         owned.extend(lock(&self.pending).values().map(|p| p.id.clone()));
         // No pools: an empty pool state owns nothing.

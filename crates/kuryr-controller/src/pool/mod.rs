@@ -213,16 +213,8 @@ impl VifPool {
     /// This cluster's pool ports in Neutron, as the pools see them
     /// ([`attach::Attachment::pool_view`]); `what` names the listing in errors.
     async fn cluster_ports(&self, what: &'static str) -> Result<Vec<Port>, Error> {
-        let filter = PortFilter {
-            device_owner: self.attach.listed_owner().map(String::from),
-            tags: self.settings.tags.tags(),
-            ..PortFilter::default()
-        };
-        let ports = self
-            .neutron
-            .list_ports(&filter)
-            .await
-            .map_err(|source| Error::ListPorts { what, source })?;
+        let ports =
+            list_cluster_ports(&*self.neutron, &self.settings, self.attach.listed_owner(), what).await?;
         Ok(ports
             .into_iter()
             .filter_map(|p| self.attach.pool_view(p))
@@ -420,15 +412,16 @@ pub fn port_create(
     }
 }
 
-/// This cluster's `compute:kuryr` ports carrying the settings' tags (`what` names the listing in
-/// errors).
+/// This cluster's ports carrying the settings' tags, of `device_owner` `owner` when given
+/// (`what` names the listing in errors).
 async fn list_cluster_ports(
     neutron: &dyn Neutron,
     settings: &PoolSettings,
+    owner: Option<&str>,
     what: &'static str,
 ) -> Result<Vec<Port>, Error> {
     let filter = PortFilter {
-        device_owner: Some(DEVICE_OWNER.to_string()),
+        device_owner: owner.map(String::from),
         tags: settings.tags.tags(),
         ..PortFilter::default()
     };
