@@ -203,7 +203,7 @@ impl Checker<'_> {
             "kubernetes",
             "pod_vif_driver",
             &k.pod_vif_driver,
-            &["neutron-vif", "nested-vlan"],
+            &["neutron-vif", "nested-vlan", "nested-macvlan"],
             |v| format!("the {v} VIF driver is not implemented by kuryr-rs yet"),
         );
         self.one_of(

@@ -161,17 +161,22 @@ fn pool_source(
     metrics: Arc<crate::metrics::Metrics>,
     client: &kube::Client,
 ) -> Arc<dyn pool::PortSource> {
-    use pool::attach::nested::{KubeNodes, TrunkSubports};
-    let one = |settings: pool::PoolSettings, nested: bool| -> Arc<dyn pool::PortSource> {
-        match (settings.mode, nested) {
+    use pool::attach::{
+        macvlan::AddressPairs,
+        nested::{KubeNodes, TrunkSubports},
+    };
+    let nodes = || Arc::new(KubeNodes(kube::Api::all(client.clone())));
+    let one = |settings: pool::PoolSettings, vif: &str| -> Arc<dyn pool::PortSource> {
+        let workers = settings.nested.clone().unwrap_or_default();
+        match (settings.mode, vif) {
+            (pool::PoolMode::Noop, "nested-macvlan") => {
+                let attach =
+                    AddressPairs::new(neutron.clone(), nodes(), workers, settings.pair_update_attempts);
+                pool::direct::Direct::with_attachment(settings, neutron.clone(), attach)
+            }
             (pool::PoolMode::Noop, _) => pool::direct::Direct::new(settings, neutron.clone()),
-            (pool::PoolMode::Neutron, true) => {
-                let subnets = settings.nested.clone().unwrap_or_default();
-                let attach = TrunkSubports::new(
-                    neutron.clone(),
-                    Arc::new(KubeNodes(kube::Api::all(client.clone()))),
-                    subnets,
-                );
+            (pool::PoolMode::Neutron, "nested-vlan") => {
+                let attach = TrunkSubports::new(neutron.clone(), nodes(), workers);
                 Arc::new(pool::source::Pooled(pool::VifPool::with_attachment(
                     settings,
                     neutron.clone(),
@@ -179,7 +184,7 @@ fn pool_source(
                     attach,
                 )))
             }
-            (pool::PoolMode::Neutron, false) => Arc::new(pool::source::Pooled(pool::VifPool::new(
+            (pool::PoolMode::Neutron, _) => Arc::new(pool::source::Pooled(pool::VifPool::new(
                 settings,
                 neutron.clone(),
                 metrics.clone(),
@@ -187,8 +192,8 @@ fn pool_source(
         }
     };
     let Some(multi) = settings.multi.clone() else {
-        let nested = settings.nested.is_some();
-        return one(settings, nested);
+        let vif = settings.vif_driver.clone();
+        return one(settings, &vif);
     };
     let sources = multi
         .mapping
@@ -203,7 +208,7 @@ fn pool_source(
                 mode,
                 ..settings.clone()
             };
-            (vif.clone(), one(s, vif == "nested-vlan"))
+            (vif.clone(), one(s, vif))
         })
         .collect();
     pool::multi::Multi::with_client(&multi.default_driver, sources, client.clone(), multi.cache_time)

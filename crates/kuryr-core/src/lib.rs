@@ -8,6 +8,7 @@
 //!   janitor's orphan detection;
 //! * [`activation`] — batching of "is the port ACTIVE yet" checks into one filtered list;
 //! * [`nested`] — nested mode: a node VM's trunk, what it carries, VLAN IDs for subports.
+//! * [`pairs`] — nested-macvlan: the allowed address pairs of a node VM's port.
 //!
 //! Nothing here reads a clock, a file or the network: time comes in as `Instant`/`Duration`
 //! arguments (wall-clock `jiff::Timestamp` only where Neutron's own timestamps are compared),
@@ -49,6 +50,7 @@ pub mod activation;
 pub mod config;
 pub mod nested;
 pub mod neutron;
+pub mod pairs;
 pub mod pool;
 
 pub use config::{ConfigError, PoolConfig, TagPolicy};

@@ -146,6 +146,20 @@ pub fn node_trunk(
     node_ip: &str,
     worker_subnets: &[String],
 ) -> Result<TrunkView, NestedError> {
+    let p = node_port(ports, node_ip, worker_subnets)?;
+    trunk_of(p)?.ok_or_else(|| NestedError::NotATrunk {
+        port: p.id.clone(),
+        ip: node_ip.to_string(),
+    })
+}
+
+/// The node VM's own port among `ports`: the one with `node_ip` on a worker subnet (the
+/// macvlan driver's parent, trunk or not).
+pub fn node_port<'a>(
+    ports: &'a [Port],
+    node_ip: &str,
+    worker_subnets: &[String],
+) -> Result<&'a Port, NestedError> {
     if worker_subnets.is_empty() {
         return Err(NestedError::NoWorkerSubnets);
     }
@@ -162,10 +176,7 @@ pub fn node_trunk(
             ip: node_ip.to_string(),
             subnets: worker_subnets.join(","),
         }),
-        [p] => trunk_of(p)?.ok_or_else(|| NestedError::NotATrunk {
-            port: p.id.clone(),
-            ip: node_ip.to_string(),
-        }),
+        [p] => Ok(p),
         many => Err(NestedError::AmbiguousParentPort {
             ip: node_ip.to_string(),
             ports: many.iter().map(|p| p.id.as_str()).collect::<Vec<_>>().join(","),

@@ -8,10 +8,10 @@ use std::os::fd::AsRawFd;
 use futures::TryStreamExt;
 use ipnet::IpNet;
 use rtnetlink::{
-    Handle, LinkMessageBuilder, LinkUnspec, LinkVeth, LinkVlan, RouteMessageBuilder,
+    Handle, LinkMacVlan, LinkMessageBuilder, LinkUnspec, LinkVeth, LinkVlan, RouteMessageBuilder,
     packet_route::{
         address::AddressAttribute,
-        link::{InfoData, InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkMessage},
+        link::{InfoData, InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkMessage, MacVlanMode},
     },
 };
 
@@ -221,6 +221,30 @@ impl Netlink {
             .execute()
             .await
             .map_err(Self::req("add vlan", name))
+    }
+
+    /// Creates macvlan `name` (bridge mode) of link `parent` with `mac` and `mtu`, directly in
+    /// the namespace of `into`.
+    pub async fn add_macvlan_into(
+        &self,
+        name: &str,
+        parent: u32,
+        mac: [u8; 6],
+        mtu: Option<u32>,
+        into: &impl AsRawFd,
+    ) -> Result<(), NetlinkError> {
+        let mut b = LinkMacVlan::new(name, parent, MacVlanMode::Bridge)
+            .address(mac.to_vec())
+            .setns_by_fd(into.as_raw_fd());
+        if let Some(m) = mtu {
+            b = b.mtu(m);
+        }
+        self.handle
+            .link()
+            .add(b.build())
+            .execute()
+            .await
+            .map_err(Self::req("add macvlan", name))
     }
 
     /// Renames link `index` (down) from `from` to `to`.

@@ -10,12 +10,11 @@
 mod common;
 
 use std::{
-    path::{Path, PathBuf},
-    process::Command,
+    path::PathBuf,
     time::{Duration, Instant},
 };
 
-use common::*;
+use common::{vm::sh, *};
 use kuryr_core::nested::{VlanIds, node_trunk};
 use kuryr_daemon::binding::{
     spec::{SpecContext, WireSpec, wire_spec},
@@ -30,28 +29,6 @@ const INNER_SPEC: &str = "KURYR_TEST_VLAN_SPEC";
 const INNER_GATEWAY: &str = "KURYR_TEST_VLAN_GATEWAY";
 const POD_NS: &str = "kuryr-test-vlan-pod";
 
-fn sandbox_script(args: &[&str]) -> Result<String, String> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../sandbox/vm");
-    let out = Command::new(&path)
-        .args(args)
-        .output()
-        .map_err(|e| format!("running {}: {e}", path.display()))?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    if out.status.success() {
-        Ok(text)
-    } else {
-        Err(format!(
-            "sandbox/vm {} failed ({}): {text}",
-            args.join(" "),
-            out.status
-        ))
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vlan_binding_wires_a_trunk_subport_pod_in_a_vm_node() {
     if let Ok(spec) = std::env::var(INNER_SPEC) {
@@ -59,42 +36,11 @@ async fn vlan_binding_wires_a_trunk_subport_pod_in_a_vm_node() {
         inside_the_vm(&spec, &gw).await;
         return;
     }
-    let _crashes = sandbox_guard::CrashGuard::new();
-    let topo = topology();
-    let os = openstack(&topo).await;
-    let booted = Instant::now();
-    let up = tokio::task::spawn_blocking(|| sandbox_script(&["up", "--vms", "1"]))
-        .await
-        .expect("join");
-    if let Err(e) = up {
-        let _ = sandbox_script(&["down"]);
-        panic!("{e}");
-    }
-    println!("sandbox/vm up --vms 1: {} ms", booted.elapsed().as_millis());
-    let result = std::panic::AssertUnwindSafe(on_the_host(&topo, &os));
-    let outcome = futures::FutureExt::catch_unwind(result).await;
-    os.cleanup().await;
-    let down = tokio::task::spawn_blocking(|| sandbox_script(&["down"]))
-        .await
-        .expect("join");
-    if let Err(p) = outcome {
-        std::panic::resume_unwind(p);
-    }
-    down.expect("sandbox/vm down");
-}
-
-fn vm_topology(topo: &Topo) -> std::collections::HashMap<String, String> {
-    let path = Path::new(topo.get("KURYR_SANDBOX_HOME")).join("vm/topology.env");
-    std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect()
+    vm::with_one_vm(|topo, os| async move { on_the_host(&topo, &os).await }).await;
 }
 
 async fn on_the_host(topo: &Topo, os: &Os) {
-    let vm = vm_topology(topo);
+    let vm = vm::vm_topology(topo);
     let v = |k: &str| {
         vm.get(k)
             .cloned()
@@ -159,7 +105,7 @@ async fn on_the_host(topo: &Topo, os: &Os) {
         me.display()
     );
     let t = Instant::now();
-    let out = tokio::task::spawn_blocking(move || sandbox_script(&["exec", "vm-1", &cmd]))
+    let out = tokio::task::spawn_blocking(move || vm::sandbox_vm(&["exec", "vm-1", &cmd]))
         .await
         .expect("join");
     match out {
@@ -179,18 +125,6 @@ async fn on_the_host(topo: &Topo, os: &Os) {
         .await
         .expect("remove the subport");
     ids.release(&trunk.trunk_id, &[vlan]);
-}
-
-fn sh(cmd: &str) -> (bool, String) {
-    let out = Command::new("sh").args(["-c", cmd]).output().expect("sh");
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
 }
 
 /// Runs inside the VM: wires, checks, pings, unwires.

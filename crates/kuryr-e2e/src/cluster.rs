@@ -113,6 +113,8 @@ pub struct ClusterOptions {
     pub deploy: Option<&'static str>,
     /// `--vm-nodes N`: N more nodes that are VMs on trunk ports (nested mode).
     pub vm_nodes: u32,
+    /// `--vm-macvlan M`: the last M of those VMs are nested-macvlan nodes.
+    pub vm_macvlan: u32,
 }
 
 impl ClusterOptions {
@@ -133,6 +135,7 @@ impl ClusterOptions {
             controller: true,
             deploy: None,
             vm_nodes: 0,
+            vm_macvlan: 0,
         }
     }
 
@@ -183,6 +186,10 @@ impl ClusterOptions {
         if self.vm_nodes > 0 {
             a.push("--vm-nodes".into());
             a.push(self.vm_nodes.to_string());
+        }
+        if self.vm_macvlan > 0 {
+            a.push("--vm-macvlan".into());
+            a.push(self.vm_macvlan.to_string());
         }
         a
     }

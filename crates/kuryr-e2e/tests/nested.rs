@@ -1,14 +1,17 @@
-//! Nested mode end to end (issue 16): `sandbox/cluster up --vm-nodes 2` — a mixed cluster: the
-//! two bare-metal-style nodes and two Kubernetes nodes that are real VMs (QEMU) whose NICs are
-//! parent ports of Neutron trunks, each VM running the emulated kubelet and kuryr-daemon
-//! inside, labelled `pod_vif=nested-vlan`; the multi pool driver routes each node to its pools.
-//! Pods on the VMs get VLAN subports of their VM's trunk from the nested subport pools
-//! (`VIFVlanNested` in their KuryrPorts, the VLAN link created by the daemon inside the VM),
-//! pods on node-1 bound ports (`VIFOpenVSwitch`), and every pod reaches every other by TCP — on
-//! one VM, across the two VMs, between a VM and a bare-metal-style node, in one namespace and
-//! across two — probed from inside the pods' network namespaces (in the VMs through
-//! `sandbox/vm exec`); a Service over pods on both kinds of node answers on its Octavia VIP
-//! from a VM's pod and from node-1's, by VM backends among others.
+//! Nested mode end to end (issue 16): `sandbox/cluster up --vm-nodes 2 --vm-macvlan 1` — a
+//! mixed cluster of all three pod VIF drivers: the two bare-metal-style nodes (`neutron-vif`)
+//! and two Kubernetes nodes that are real VMs (QEMU) whose NICs are parent ports of Neutron
+//! trunks, each VM running the emulated kubelet and kuryr-daemon inside; vm-1 is labelled
+//! `pod_vif=nested-vlan`, vm-2 `pod_vif=nested-macvlan`; the multi pool driver routes each node
+//! to its driver. Pods on vm-1 get VLAN subports of its trunk from the nested subport pools
+//! (`VIFVlanNested`, the VLAN link created by the daemon inside the VM), pods on vm-2 a port
+//! each on the VM's own subnet whose address pair is allowed on the VM's port
+//! (`VIFMacvlanNested`, a macvlan of the VM's interface), pods on node-1 bound ports
+//! (`VIFOpenVSwitch`), and every pod reaches every other by TCP — on one VM, across the two
+//! VMs and drivers, between a VM and a bare-metal-style node, in one namespace and across two —
+//! probed from inside the pods' network namespaces (in the VMs through `sandbox/vm exec`); a
+//! Service over pods on all three kinds of node answers on its Octavia VIP from a VM's pod and
+//! from node-1's, by VM backends among others.
 
 mod common;
 
@@ -102,6 +105,25 @@ for t in conn.network.trunks():
 print(json.dumps(out))
 "#;
 
+/// The allowed address pairs of the VMs' ports.
+const VM_PAIRS: &str = r#"
+import json, os, sys, openstack
+conn = openstack.connect(cloud=os.environ.get("OS_CLOUD", "kuryr-sandbox"))
+out = []
+for p in conn.network.ports():
+    if (p.name or "").startswith("kuryr-sandbox-vm-"):
+        for a in p.allowed_address_pairs or []:
+            out.append({"vm": p.name[len("kuryr-sandbox-"):], "ip": a["ip_address"], "mac": a.get("mac_address") or ""})
+print(json.dumps(out))
+"#;
+
+#[derive(serde::Deserialize, Debug)]
+struct Pair {
+    vm: String,
+    ip: String,
+    mac: String,
+}
+
 #[derive(serde::Deserialize, Debug)]
 struct Sub {
     trunk: String,
@@ -113,6 +135,7 @@ struct Sub {
 async fn pods_on_vm_nodes_get_vlan_subports_and_talk() {
     let (_dir, cluster) = start(|o| {
         o.vm_nodes = 2;
+        o.vm_macvlan = 1;
         o.services = true;
     });
     let client = check(&cluster, "client", cluster.client().await);
@@ -148,8 +171,10 @@ async fn pods_on_vm_nodes_get_vlan_subports_and_talk() {
         t0.elapsed().as_millis()
     );
 
-    // Each pod's port is a subport of its own VM's trunk, with the VLAN ID its VIF says.
+    // Each vm-1 pod's port is a subport of vm-1's trunk, with the VLAN ID its VIF says; each
+    // vm-2 pod's address and MAC are a pair allowed on vm-2's port, its port no subport.
     let subs: Vec<Sub> = check(&cluster, "trunks", sdk_query("trunk subports", SUBPORTS, &[]));
+    let pairs: Vec<Pair> = check(&cluster, "VM ports", sdk_query("VM port pairs", VM_PAIRS, &[]));
     let by_port: BTreeMap<&str, &Sub> = subs.iter().map(|s| (s.port.as_str(), s)).collect();
     let mut pod_ips: Vec<(String, String, String)> = Vec::new(); // (vm, ip, name)
     for (ns, name) in &keys {
@@ -176,8 +201,25 @@ async fn pods_on_vm_nodes_get_vlan_subports_and_talk() {
             pod_ips.push((node, ip, name.clone()));
             continue;
         }
-        assert_eq!(vif.kind, VifKind::VlanNested, "{ns}/{name}: {vif:?}");
         let port = vif.id.clone().unwrap_or_default();
+        if node == "vm-2" {
+            assert_eq!(vif.kind, VifKind::MacvlanNested, "{ns}/{name}: {vif:?}");
+            assert!(
+                !by_port.contains_key(port.as_str()),
+                "{ns}/{name}: a macvlan port is no subport"
+            );
+            let ip = pod_ip(&cluster, &client, ns, name).await;
+            let mac = vif.address.clone().unwrap_or_default();
+            assert!(
+                pairs.iter().any(|p| p.vm == "vm-2"
+                    && p.ip == format!("{ip}/32")
+                    && p.mac.eq_ignore_ascii_case(&mac)),
+                "{ns}/{name}: ({ip}, {mac}) is not allowed on vm-2's port: {pairs:?}"
+            );
+            pod_ips.push((node, ip, name.clone()));
+            continue;
+        }
+        assert_eq!(vif.kind, VifKind::VlanNested, "{ns}/{name}: {vif:?}");
         let sub = by_port
             .get(port.as_str())
             .unwrap_or_else(|| panic!("{ns}/{name}: port {port} is no trunk's subport ({subs:?})"));
@@ -196,7 +238,7 @@ async fn pods_on_vm_nodes_get_vlan_subports_and_talk() {
         .await
         .map(|l| l.items.iter().map(|k| k.name_any()).collect::<Vec<_>>())
         .unwrap_or_default();
-    println!("KuryrPorts: {listed:?}; subports: {subs:?}");
+    println!("KuryrPorts: {listed:?}; subports: {subs:?}; VM port pairs: {pairs:?}");
 
     // Every pod reaches every other one: same VM, across VMs, across namespaces.
     let mut failures = Vec::new();
@@ -227,9 +269,9 @@ async fn pods_on_vm_nodes_get_vlan_subports_and_talk() {
         format!("pods on VM nodes do not reach each other: {failures:#?}"),
     );
 
-    // A Service over nested-a's three pods (two on VMs, one on node-1): an Octavia load
-    // balancer whose members include subports; its VIP answered from a VM's pod and from
-    // node-1's pod, by VM backends among others.
+    // A Service over nested-a's three pods (a subport on vm-1, a macvlan on vm-2, one on
+    // node-1): an Octavia load balancer; its VIP answered from a VM's pod and from node-1's
+    // pod, by VM backends among others.
     let vip = check(
         &cluster,
         "service",

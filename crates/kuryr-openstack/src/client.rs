@@ -46,6 +46,8 @@ struct Request {
     path: String,
     query: Query,
     body: Option<Vec<u8>>,
+    /// Extra request headers (`If-Match` of a revision-guarded update).
+    headers: Option<http::HeaderMap>,
 }
 
 impl RestEndpoint for Request {
@@ -67,6 +69,9 @@ impl RestEndpoint for Request {
     }
     fn body(&self) -> Result<Option<(&'static str, Vec<u8>)>, BodyError> {
         Ok(self.body.clone().map(|b| ("application/json", b)))
+    }
+    fn request_headers(&self) -> Option<&http::HeaderMap> {
+        self.headers.as_ref()
     }
 }
 
@@ -460,12 +465,26 @@ impl Transport {
         query: Query,
         body: Option<Value>,
     ) -> Result<Bytes> {
+        self.call_with_headers(op, method, path, query, body, None).await
+    }
+
+    /// [`call`](Self::call) with extra request headers.
+    pub(crate) async fn call_with_headers(
+        &self,
+        op: &'static str,
+        method: Method,
+        path: String,
+        query: Query,
+        body: Option<Value>,
+        headers: Option<http::HeaderMap>,
+    ) -> Result<Bytes> {
         let req = Request {
             service: self.service.clone(),
             method,
             path,
             query,
             body: body.map(|b| b.to_string().into_bytes()),
+            headers,
         };
         let send = send(&self.session, self.request_timeout, &self.rediscoveries, op, &req);
         observed(self.observer.as_ref(), op, send).await

@@ -2,6 +2,7 @@
 //! parameters) and create/update bodies. Response models (`Port`, `Network`, `Subnet`) are
 //! `kuryr_core::neutron`'s, re-exported from the crate root.
 
+use kuryr_core::pairs::AddressPair;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -36,6 +37,8 @@ pub struct PortFilter {
     pub name: Option<String>,
     /// Ports with this fixed IP address (`fixed_ips=ip_address=…`).
     pub fixed_ip_address: Option<String>,
+    /// Ports with a fixed IP on this subnet (`fixed_ips=subnet_id=…`).
+    pub fixed_ip_subnet: Option<String>,
     /// Only these fields in the answer (`fields=id&fields=status`); empty: all.
     pub fields: Vec<String>,
 }
@@ -72,6 +75,9 @@ impl PortFilter {
         push_opt(&mut q, "name", &self.name);
         if let Some(ip) = &self.fixed_ip_address {
             q.push(("fixed_ips".into(), format!("ip_address={ip}")));
+        }
+        if let Some(s) = &self.fixed_ip_subnet {
+            q.push(("fixed_ips".into(), format!("subnet_id={s}")));
         }
         push_tags(&mut q, &self.tags, &self.tags_any, &self.not_tags);
         for f in &self.fields {
@@ -162,6 +168,8 @@ pub struct PortCreate {
     pub description: Option<String>,
     /// `admin_state_up` (Neutron's default: true).
     pub admin_state_up: Option<bool>,
+    /// `port_security_enabled` (Neutron's default: the network's, true).
+    pub port_security_enabled: Option<bool>,
     /// Tags (upstream's `resource_tags` plus the cluster tag).
     pub tags: Vec<String>,
 }
@@ -196,6 +204,9 @@ impl PortCreate {
         if let Some(up) = self.admin_state_up {
             m.insert("admin_state_up".into(), json!(up));
         }
+        if let Some(ps) = self.port_security_enabled {
+            m.insert("port_security_enabled".into(), json!(ps));
+        }
         if with_tags && !self.tags.is_empty() {
             m.insert("tags".into(), json!(self.tags));
         }
@@ -221,6 +232,13 @@ pub struct PortUpdate {
     /// New description.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// New `allowed_address_pairs` (the whole list; `[]` removes all).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_address_pairs: Option<Vec<AddressPair>>,
+    /// Apply only if the port's `revision_number` is still this (`If-Match`; a 412, i.e. a
+    /// [`Conflict`](crate::Error::Conflict), otherwise). Not part of the body.
+    #[serde(skip)]
+    pub if_revision: Option<u64>,
 }
 
 impl PortUpdate {

@@ -134,6 +134,26 @@ pub fn vif_vlan_nested(
     Ok(vif)
 }
 
+/// The `VIFMacvlanNested` of `port` (`nested-macvlan`): the pod end is a macvlan of the VM's
+/// interface with the port's MAC; the port is never bound (the VM's port carries its traffic,
+/// its pairs in the VM port's `allowed_address_pairs`), so Neutron keeps it DOWN and the VIF is
+/// active from the start, as upstream's driver made it.
+pub fn vif_macvlan_nested(
+    port: &Port,
+    network: &neutron::Network,
+    subnets: &[neutron::Subnet],
+) -> Result<Vif, FromNeutronError> {
+    let mut vif = Vif::new(VifKind::MacvlanNested, &port.id);
+    vif.address = Some(port.mac_address.clone());
+    vif.network = Some(vif_network(port, network, subnets)?);
+    vif.has_traffic_filtering = Some(false);
+    vif.preserve_on_delete = Some(false);
+    vif.active = Some(true);
+    vif.plugin = Some("noop".into());
+    vif.vif_name = Some(vif_name(&port.id));
+    Ok(vif)
+}
+
 /// The VIF's network: every subnet of the port's fixed IPs (those given), without a bridge.
 fn vif_network(
     port: &Port,

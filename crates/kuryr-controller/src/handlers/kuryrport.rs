@@ -196,7 +196,7 @@ impl Handler for KpHandler {
                 }
                 self.os
                     .pool
-                    .release(&key, &ids)
+                    .release_on(&key, &o.kp.spec.pod_node_name, &ids)
                     .await
                     .map_err(|source| Error::ReleasePort {
                         ns: ns.into(),

@@ -19,7 +19,7 @@ use kube::{
     runtime::{Controller, watcher},
 };
 use kuryr_openstack::{Neutron, PortUpdate};
-use kuryr_types::KuryrPort;
+use kuryr_types::{KuryrPort, VifKind};
 use tracing::{debug, info};
 
 use super::scaffold::{self, ErrorKind, Flow, Handler, HandlerError, Plan, Then};
@@ -103,6 +103,9 @@ pub struct LabelObserved {
     pub eligible: bool,
     /// The default VIF's port, once the pod has one.
     pub port_id: Option<String>,
+    /// The default VIF is a nested-macvlan one: its port is never bound and has no port
+    /// security; the node VM's port (and its groups) carry and filter the pod's traffic.
+    pub macvlan: bool,
     /// The groups the port must carry (`None`: a selecting policy has no group yet).
     pub desired: Option<Vec<String>>,
     /// The groups the port carries, as last written or read.
@@ -120,6 +123,12 @@ pub enum Step {
 
 /// The plan (pure).
 pub fn plan(o: &LabelObserved) -> Plan<Step> {
+    if o.macvlan {
+        return Plan::nothing(
+            "nested-macvlan: the node VM's port's groups filter this pod, not its own port's",
+            Then::AwaitChange,
+        );
+    }
     let Some(port) = &o.port_id else {
         if !o.eligible {
             return Plan::nothing("no port of ours", Then::AwaitChange);
@@ -179,9 +188,12 @@ impl Handler for PodLabelHandler {
         let ns = pod.namespace().unwrap_or_default();
         let key = format!("{ns}/{}", pod.name_any());
         let host_network = pod.spec.as_ref().and_then(|s| s.host_network) == Some(true);
-        let port_of = |kp: &KuryrPort| kp.status.as_ref()?.default_vif()?.1.id.clone();
+        let port_of = |kp: &KuryrPort| {
+            let vif = kp.status.as_ref()?.default_vif()?.1;
+            Some((vif.id.clone()?, vif.kind == VifKind::MacvlanNested))
+        };
         let eligible = !host_network && pod.metadata.deletion_timestamp.is_none();
-        let port_id = if !eligible {
+        let default_port = if !eligible {
             None
         } else if live {
             // The KuryrPort watch that triggered this may be ahead of the cache.
@@ -198,7 +210,12 @@ impl Handler for PodLabelHandler {
                 .get(Some(&ns), &pod.name_any())
                 .and_then(|kp| port_of(&kp))
         };
+        let (port_id, macvlan) = match default_port {
+            Some((id, macvlan)) => (Some(id), macvlan),
+            None => (None, false),
+        };
         let desired = match &port_id {
+            Some(_) if macvlan => None,
             None => None,
             Some(_) => match self.groups.pod_groups(pod, false).await {
                 Ok(g) => Some(sorted(g)),
@@ -222,6 +239,7 @@ impl Handler for PodLabelHandler {
             uid,
             eligible,
             port_id,
+            macvlan,
             desired,
             current,
         })
@@ -339,9 +357,19 @@ mod tests {
             uid: "u".into(),
             eligible: true,
             port_id: port.map(str::to_owned),
+            macvlan: false,
             desired: desired.map(v),
             current: current.map(v),
         }
+    }
+
+    #[test]
+    fn a_macvlan_pods_port_is_left_alone() {
+        let mut m = o(Some("p"), Some(&["a"]), Some(&["b"]));
+        m.macvlan = true;
+        let p = plan(&m);
+        assert!(p.steps.is_empty(), "no groups on a port without port security");
+        assert_eq!(p.then, Then::AwaitChange);
     }
 
     #[test]

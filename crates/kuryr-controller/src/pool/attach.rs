@@ -1,10 +1,12 @@
 //! How a pool's ports reach their pods' nodes, the one thing the pod VIF drivers change in the
-//! pools: [`Bound`] (`neutron-vif`: each port bound to its node as the binding host) or
-//! [`nested::TrunkSubports`] (`nested-vlan`: each port a VLAN subport of the node VM's trunk).
+//! pools: [`Bound`] (`neutron-vif`: each port bound to its node as the binding host),
+//! [`nested::TrunkSubports`] (`nested-vlan`: each port a VLAN subport of the node VM's trunk) or
+//! [`macvlan::AddressPairs`] (`nested-macvlan`: each port's pairs allowed on the VM's port).
 //! The executor ([`super::VifPool`]) asks the attachment for a create body, to attach new ports
 //! before they are pooled, to detach ports before deleting them, how a listed port maps onto
 //! the pools ([`Attachment::pool_view`]), and for a taken port's VIF.
 
+pub mod macvlan;
 pub mod nested;
 
 use kuryr_openstack::{BoxFuture, Port, PortCreate};
@@ -16,6 +18,19 @@ use super::{Error, netcache::NetCache};
 pub trait Attachment: Send + Sync {
     /// The name of the VIF driver (`neutron-vif`, `nested-vlan`), for logs.
     fn name(&self) -> &'static str;
+
+    /// Reads what [`Attachment::create_body`] needs for `host` (macvlan: the VM's port), before
+    /// ports of `host` are created.
+    fn prepare<'a>(&'a self, _host: &'a str) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    /// Where a port of `host`'s pods must be, when the driver decides it rather than the
+    /// subnet driver: `(network, subnets)` (macvlan: the VM port's own subnet, the only one
+    /// whose traffic the VM's interface carries untagged). After [`Attachment::prepare`].
+    fn placement(&self, _host: &str) -> Option<(String, Vec<String>)> {
+        None
+    }
 
     /// Adjusts the create body of a pool port of `host` (the executor fills in the rest).
     fn create_body(&self, host: &str, body: PortCreate) -> PortCreate;
@@ -82,7 +97,8 @@ impl Attachment for Bound {
     }
 
     fn pool_view(&self, port: Port) -> Option<Port> {
-        Some(port)
+        // Unbound and naming a device: a nested-macvlan pod's port (its VM's port), not ours.
+        (!port.binding_host_id.is_empty() || port.device_id.is_empty()).then_some(port)
     }
 
     fn vif<'a>(

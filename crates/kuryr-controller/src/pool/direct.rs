@@ -1,7 +1,9 @@
 //! [`Direct`]: upstream's `noop` pool driver — no pools: one port is created for each pod when
 //! it needs one (a single-port request) and deleted when the pod releases it. A port created for
 //! a pod whose KuryrPort does not reference it yet is remembered, so a retry gets the same port
-//! and a release (or the janitor) does not leak it.
+//! and a release (or the janitor) does not leak it. The pod VIF driver's
+//! [`Attachment`] makes a port usable on its node: bound to it (`neutron-vif`), or its pairs
+//! allowed on the node VM's port (`nested-macvlan`, upstream's pairing with `noop`).
 
 use std::{
     collections::{HashMap, HashSet},
@@ -12,11 +14,15 @@ use std::{
 use kube::Client;
 use kuryr_core::pool::{InUseRef, PodKey, PoolKey, PoolState, RecoveryReport, orphans};
 use kuryr_openstack::{BoxFuture, Neutron, Port};
-use tracing::info;
+use tracing::{info, warn};
 
 use super::{
-    Acquired, Error, PoolSettings, PortRequest, VifPool, delete_port_id, janitor, list_cluster_ports, lock,
-    netcache::NetCache, port_create, source::PortSource,
+    Acquired, Error, PoolSettings, PortRequest, VifPool,
+    attach::{Attachment, Bound},
+    delete_port_id, janitor, list_cluster_ports, lock,
+    netcache::NetCache,
+    port_create,
+    source::PortSource,
 };
 use crate::drivers::PodTarget;
 
@@ -25,35 +31,54 @@ pub struct Direct {
     settings: PoolSettings,
     neutron: Arc<dyn Neutron>,
     nets: NetCache,
+    attach: Arc<dyn Attachment>,
     /// Ports created for pods whose KuryrPort does not reference them yet.
     pending: Mutex<HashMap<PodKey, Port>>,
 }
 
 impl Direct {
-    /// The driver over `neutron`.
+    /// The driver over `neutron`, ports bound to their nodes (`neutron-vif`).
     pub fn new(settings: PoolSettings, neutron: Arc<dyn Neutron>) -> Arc<Self> {
+        Self::with_attachment(settings, neutron, Arc::new(Bound))
+    }
+
+    /// The driver with the pod VIF driver's `attach`.
+    pub fn with_attachment(
+        settings: PoolSettings,
+        neutron: Arc<dyn Neutron>,
+        attach: Arc<dyn Attachment>,
+    ) -> Arc<Self> {
         Arc::new(Direct {
             nets: NetCache::new(neutron.clone()),
             settings,
             neutron,
+            attach,
             pending: Mutex::default(),
         })
     }
 
     async fn acquire_one(&self, req: &PortRequest<'_>) -> Result<Acquired, Error> {
+        self.attach.prepare(req.host).await?;
+        let (network_id, subnet_ids) = self
+            .attach
+            .placement(req.host)
+            .unwrap_or_else(|| (req.target.network_id.clone(), req.target.subnet_ids.clone()));
         let pending = lock(&self.pending).get(&req.pod).cloned();
         let port = match pending {
-            Some(p) if p.network_id == req.target.network_id => p,
+            Some(p) if p.network_id == network_id => p,
             _ => {
-                let key = PoolKey::new(req.host, &req.target.project_id, &req.target.network_id);
+                let key = PoolKey::new(req.host, &req.target.project_id, &network_id);
                 let debug = self.settings.pool.port_debug;
-                let create = port_create(
-                    &self.settings,
-                    &key,
-                    &req.target.security_groups,
-                    req.target.subnet_ids.clone(),
-                    debug.then(|| req.pod.to_string()),
-                    debug.then(|| req.pod_uid.to_string()),
+                let create = self.attach.create_body(
+                    req.host,
+                    port_create(
+                        &self.settings,
+                        &key,
+                        &req.target.security_groups,
+                        subnet_ids,
+                        debug.then(|| req.pod.to_string()),
+                        debug.then(|| req.pod_uid.to_string()),
+                    ),
                 );
                 let created = self
                     .neutron
@@ -63,20 +88,43 @@ impl Direct {
                         pool: key.to_string(),
                         source,
                     })?;
-                let port = created.into_iter().next().ok_or_else(|| Error::EmptyCreate {
+                let mut port = created.into_iter().next().ok_or_else(|| Error::EmptyCreate {
                     pool: key.to_string(),
                 })?;
-                info!(pod = %req.pod, port = %port.id, "port created (noop driver)");
+                if let Err(e) = self
+                    .attach
+                    .attach(req.host, std::slice::from_mut(&mut port))
+                    .await
+                {
+                    // Not usable: nothing is left behind (the janitor retries a failed delete).
+                    if let Err(d) = self.delete(&port.id).await {
+                        warn!(pod = %req.pod, port = %port.id, error = %crate::error_chain(&d), "deleting an unattached port failed");
+                    }
+                    return Err(e);
+                }
+                info!(pod = %req.pod, port = %port.id, driver = self.attach.name(), "port created (noop driver)");
                 lock(&self.pending).insert(req.pod.clone(), port.clone());
                 port
             }
         };
-        let vif = self.nets.vif(&port, self.settings.ovs_bridge.as_deref()).await?;
+        let vif = self
+            .attach
+            .vif(&self.nets, &port, self.settings.ovs_bridge.as_deref())
+            .await?;
         Ok(Acquired { port, vif })
     }
 
     async fn delete(&self, id: &str) -> Result<(), Error> {
-        delete_port_id(&*self.neutron, id).await
+        self.delete_all(std::slice::from_ref(&id.to_string())).await
+    }
+
+    /// Undoes the attachment of `ids` (one call per VM port for macvlan), then deletes them.
+    async fn delete_all(&self, ids: &[String]) -> Result<(), Error> {
+        self.attach.detach(ids).await?;
+        for id in ids {
+            delete_port_id(&*self.neutron, id).await?;
+        }
+        Ok(())
     }
 
     /// One janitor pass: this cluster's tagged ports that neither a KuryrPort (`kuryrport_ports`,
@@ -87,13 +135,17 @@ impl Direct {
         if tags.is_empty() {
             return Ok(Vec::new());
         }
-        let ports = list_cluster_ports(
+        self.attach.refresh().await?;
+        let ports: Vec<Port> = list_cluster_ports(
             &*self.neutron,
             &self.settings,
-            Some(kuryr_types::constants::DEVICE_OWNER),
+            self.attach.listed_owner(),
             "janitor",
         )
-        .await?;
+        .await?
+        .into_iter()
+        .filter_map(|p| self.attach.pool_view(p))
+        .collect();
         let mut owned = kuryrport_ports.clone();
         owned.extend(lock(&self.pending).values().map(|p| p.id.clone()));
         // No pools: an empty pool state owns nothing.
@@ -109,9 +161,7 @@ impl Direct {
         if !found.is_empty() {
             info!(ports = ?found, "janitor: deleting ports nothing owns");
         }
-        for id in &found {
-            self.delete(id).await?;
-        }
+        self.delete_all(&found).await?;
         Ok(found)
     }
 }
@@ -141,10 +191,7 @@ impl PortSource for Direct {
             {
                 ids.push(p.id);
             }
-            for id in &ids {
-                self.delete(id).await?;
-            }
-            Ok(())
+            self.delete_all(&ids).await
         })
     }
 

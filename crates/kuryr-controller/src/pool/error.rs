@@ -110,7 +110,7 @@ pub enum Error {
         network_id: String,
     },
     /// Nested mode cannot place the node's pods (no trunk, no free VLAN ID, …).
-    #[error("nested-vlan: node {host}")]
+    #[error("nested mode: node {host}")]
     Nested {
         /// The node.
         host: String,
@@ -143,6 +143,16 @@ pub enum Error {
         /// Cause.
         #[source]
         source: kuryr_openstack::Error,
+    },
+    /// The allowed address pairs of a node VM's port could not be changed (nested-macvlan).
+    #[error("nested-macvlan: allowed_address_pairs of node VM port {vm_port}: {why}")]
+    AddressPairs {
+        /// The VM's port.
+        vm_port: String,
+        /// What failed (shared by every pod whose change was in the failed update).
+        why: String,
+        /// Whether trying again may help (Neutron unreachable, revision races).
+        retryable: bool,
     },
     /// A pooled port is not a subport of any trunk (nested mode).
     #[error("port {port_id} is not a subport of a node's trunk: no VLAN ID for its VIF")]
@@ -194,6 +204,7 @@ impl Error {
             | Error::Kube { .. }
             | Error::NodeAddress { .. }
             | Error::NotASubport { .. }
+            | Error::AddressPairs { .. }
             | Error::NoPoolForDriver { .. } => None,
         }
     }
@@ -209,6 +220,7 @@ impl Error {
             | Error::Kube { .. }
             | Error::NodeAddress { .. }
             | Error::NotASubport { .. } => true,
+            Error::AddressPairs { retryable, .. } => *retryable,
             // No trunk (yet), or a full one: an operator's fix, retried slowly.
             Error::Vif { .. }
             | Error::UnsupportedBinding { .. }
@@ -246,6 +258,7 @@ impl Error {
             Error::NodeAddress { .. } => "node_address",
             Error::Trunk { .. } => "trunk",
             Error::NotASubport { .. } => "not_a_subport",
+            Error::AddressPairs { .. } => "address_pairs",
             Error::NoPoolForDriver { .. } => "no_pool_for_driver",
         }
     }

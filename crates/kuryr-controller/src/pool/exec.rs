@@ -90,6 +90,9 @@ impl VifPool {
         let _in_flight = InFlight::new(&self.in_flight);
         // Pool ports are always named like upstream's `port_debug` pool ports: harmless, and
         // an operator sees at once what a port is.
+        if let Err(e) = self.attach.prepare(&req.key.host).await {
+            return self.population_failed(req, e);
+        }
         let one = self.port_create(&req.key, req.sgs.as_slice(), Some(POOL_PORT_NAME.into()), None);
         let body = vec![one; req.count as usize];
         let started = Instant::now();

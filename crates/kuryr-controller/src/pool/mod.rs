@@ -39,6 +39,8 @@ pub mod source;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_macvlan;
+#[cfg(test)]
 mod tests_nested;
 
 use std::{
@@ -408,6 +410,7 @@ pub fn port_create(
         name,
         description: None,
         admin_state_up: Some(true),
+        port_security_enabled: None,
         tags: settings.tags.tags(),
     }
 }

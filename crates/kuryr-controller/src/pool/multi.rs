@@ -195,6 +195,29 @@ impl PortSource for Multi {
         })
     }
 
+    fn release_on<'a>(
+        &'a self,
+        pod: &'a PodKey,
+        host: &'a str,
+        port_ids: &'a [String],
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move {
+            let served = lock(&self.served).remove(pod);
+            let source = match self
+                .knowing(port_ids)
+                .or_else(|| served.and_then(|d| self.sources.get(&d)))
+            {
+                Some(s) => s,
+                // After a restart: by the node's driver (a node gone: the default's).
+                None => match self.driver_of(host).await {
+                    Ok(d) => self.sources.get(&d).unwrap_or_else(|| self.default_source()),
+                    Err(_) => self.default_source(),
+                },
+            };
+            source.release(pod, port_ids).await
+        })
+    }
+
     fn recover(&self, refs: Vec<InUseRef>) -> BoxFuture<'_, Result<RecoveryReport, Error>> {
         Box::pin(async move {
             let mut by_driver: BTreeMap<String, Vec<InUseRef>> = BTreeMap::new();

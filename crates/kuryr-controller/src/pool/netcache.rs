@@ -98,4 +98,13 @@ impl NetCache {
             source,
         })
     }
+
+    /// The `VIFMacvlanNested` of `port` (nested-macvlan).
+    pub async fn vif_macvlan(&self, port: &Port) -> Result<Vif, Error> {
+        let net = self.get(&port.network_id).await?;
+        kuryr_types::from_neutron::vif_macvlan_nested(port, &net.0, &net.1).map_err(|source| Error::Vif {
+            port_id: port.id.clone(),
+            source,
+        })
+    }
 }

@@ -69,7 +69,16 @@ pub struct PoolSettings {
     /// The multi pool (`vif_pool_driver = multi_pool`, or any `[vif_pool] vif_pool_mapping`:
     /// upstream always routes through it): pod VIF driver → pool driver.
     pub multi: Option<MultiSettings>,
+    /// `[kubernetes] pod_vif_driver` (without the multi pool: the one driver of every node).
+    pub vif_driver: String,
+    /// `[pod_vif_nested] rev_update_attempts`: tries of one revision-guarded update of a VM
+    /// port's allowed address pairs (nested-macvlan).
+    pub pair_update_attempts: u32,
 }
+
+/// The pod VIF drivers of pods inside node VMs (found by `[pod_vif_nested]
+/// worker_nodes_subnets`).
+pub const NESTED_VIF_DRIVERS: &[&str] = &["nested-vlan", "nested-macvlan"];
 
 /// The multi pool's options.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,6 +97,8 @@ const VALID_PAIRS: &[(&str, &str)] = &[
     ("neutron-vif", "neutron"),
     ("neutron-vif", "noop"),
     ("nested-vlan", "nested"),
+    // Upstream's combination: a port per pod, its pairs added to the VM's port.
+    ("nested-macvlan", "noop"),
 ];
 
 fn multi_settings(config: &kuryr_config::Config) -> Result<Option<MultiSettings>, SettingsError> {
@@ -114,7 +125,7 @@ fn multi_settings(config: &kuryr_config::Config) -> Result<Option<MultiSettings>
         if !VALID_PAIRS.contains(&(vif.as_str(), pool.as_str())) {
             return Err(SettingsError::Multi(format!(
                 "{vif}:{pool} does not go together (kuryr-rs serves neutron-vif from neutron or noop pools, \
-                 nested-vlan from nested pools)"
+                 nested-vlan from nested pools, nested-macvlan from noop)"
             )));
         }
     }
@@ -141,33 +152,35 @@ impl PoolSettings {
             why,
         };
         let multi = multi_settings(config)?;
-        let nested_vif = k.pod_vif_driver == "nested-vlan";
+        let vif = k.pod_vif_driver.as_str();
+        let in_vm = NESTED_VIF_DRIVERS.contains(&vif);
         let mode = match k.vif_pool_driver.as_str() {
             _ if multi.is_some() => PoolMode::Neutron,
-            "noop" if nested_vif => {
+            "noop" if vif == "nested-vlan" => {
                 return Err(mismatch(
                     "nested-vlan ports come from subport pools in kuryr-rs: use vif_pool_driver = nested",
                 ));
             }
             "noop" => PoolMode::Noop,
-            "neutron" if nested_vif => {
+            "neutron" if in_vm => {
                 return Err(mismatch(
-                    "the pools of nested-vlan ports are vif_pool_driver = nested",
+                    "ports of node VMs come from vif_pool_driver = nested (nested-vlan) or noop (nested-macvlan)",
                 ));
             }
             "neutron" => PoolMode::Neutron,
-            "nested" if !nested_vif => {
+            "nested" if vif != "nested-vlan" => {
                 return Err(mismatch(
-                    "nested pools hold trunk subports, for pod_vif_driver = nested-vlan only",
+                    "nested pools hold trunk subports, for pod_vif_driver = nested-vlan only \
+                     (nested-macvlan ports come from vif_pool_driver = noop, as upstream)",
                 ));
             }
             "nested" => PoolMode::Neutron,
             other => return Err(SettingsError::UnknownDriver(other.to_string())),
         };
-        let nested = (nested_vif
+        let nested = (in_vm
             || multi
                 .as_ref()
-                .is_some_and(|m| m.mapping.contains_key("nested-vlan")))
+                .is_some_and(|m| NESTED_VIF_DRIVERS.iter().any(|d| m.mapping.contains_key(*d))))
         .then(|| config.pod_vif_nested.worker_nodes_subnets.clone());
         let vp = &config.vif_pool;
         let pool = PoolConfig::from_conf(vp, k.port_debug);
@@ -191,6 +204,8 @@ impl PoolSettings {
             },
             nested,
             multi,
+            vif_driver: k.pod_vif_driver.clone(),
+            pair_update_attempts: config.pod_vif_nested.rev_update_attempts.max(1),
         })
     }
 }
@@ -238,6 +253,38 @@ mod tests {
                 .nested
                 .is_none()
         );
+    }
+
+    #[test]
+    fn nested_macvlan_is_served_by_noop_as_upstream() {
+        let c = conf(
+            "[kubernetes]\nvif_pool_driver = noop\npod_vif_driver = nested-macvlan\n\
+             [pod_vif_nested]\nworker_nodes_subnets = w\nrev_update_attempts = 5\n",
+        );
+        let s = PoolSettings::from_config(&c).expect("settings");
+        assert_eq!(s.mode, PoolMode::Noop);
+        assert_eq!(s.vif_driver, "nested-macvlan");
+        assert_eq!(s.pair_update_attempts, 5);
+        assert_eq!(s.nested.as_deref(), Some(&["w".to_string()][..]));
+        for pool in ["nested", "neutron"] {
+            let c = conf(&format!(
+                "[kubernetes]\nvif_pool_driver = {pool}\npod_vif_driver = nested-macvlan\n"
+            ));
+            let e = PoolSettings::from_config(&c).expect_err(pool).to_string();
+            assert!(e.contains("noop"), "{e}");
+        }
+        let c = conf(
+            "[kubernetes]\nvif_pool_driver = multi_pool\n[vif_pool]\n\
+             vif_pool_mapping = nested-macvlan:noop,nested-vlan:nested,neutron-vif:neutron\n\
+             [pod_vif_nested]\nworker_nodes_subnets = w\n",
+        );
+        let s = PoolSettings::from_config(&c).expect("mixed");
+        assert_eq!(s.multi.expect("multi").mapping["nested-macvlan"], "noop");
+        assert!(s.nested.is_some());
+        let c = conf(
+            "[kubernetes]\nvif_pool_driver = multi_pool\n[vif_pool]\nvif_pool_mapping = nested-macvlan:nested,neutron-vif:neutron\n",
+        );
+        assert!(PoolSettings::from_config(&c).is_err());
     }
 
     #[test]

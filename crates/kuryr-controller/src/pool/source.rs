@@ -33,6 +33,18 @@ pub trait PortSource: Send + Sync {
     /// that the KuryrPort does not reference yet).
     fn release<'a>(&'a self, pod: &'a PodKey, port_ids: &'a [String]) -> BoxFuture<'a, Result<(), Error>>;
 
+    /// [`PortSource::release`] of the ports of a pod of node `host` (the KuryrPort's
+    /// `podNodeName`): the multi pool routes ports it does not know by the node's driver, as
+    /// upstream routed them by their VIF's class.
+    fn release_on<'a>(
+        &'a self,
+        pod: &'a PodKey,
+        _host: &'a str,
+        port_ids: &'a [String],
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        self.release(pod, port_ids)
+    }
+
     /// Rebuilds what it knows from the KuryrPorts' references and Neutron (at start).
     fn recover(&self, refs: Vec<InUseRef>) -> BoxFuture<'_, Result<RecoveryReport, Error>>;
 

@@ -34,6 +34,8 @@ pub(super) fn settings(mode: PoolMode) -> PoolSettings {
         nested: None,
         multi: None,
         activation: ActivationConfig::default(),
+        vif_driver: "neutron-vif".into(),
+        pair_update_attempts: 3,
     }
 }
 

@@ -3,8 +3,8 @@
 //! [`Binder`] is one driver (connect, disconnect, check one VIF); [`Bindings`] is the node's
 //! set of drivers, chosen by VIF class, plus what STATUS and ADD ask of the datapath as a whole.
 //! [`NodeBindings`] is the real set — the Open vSwitch veth binding ([`ovs`]) for
-//! `VIFOpenVSwitch`, on a VM node the nested VLAN binding ([`vlan`]) for `VIFVlanNested` (the
-//! macvlan one becomes a further driver in it) — and
+//! `VIFOpenVSwitch`, on a VM node the nested bindings ([`vlan`]) for `VIFVlanNested` and
+//! `VIFMacvlanNested` — and
 //! `fake::FakeBindings` (tests) records calls so that the CNI verbs are unit-tested without
 //! namespaces, netlink or OVS.
 //!
@@ -38,7 +38,7 @@ pub enum BindingError {
     /// Open vSwitch binding failure.
     #[error(transparent)]
     Ovs(#[from] ovs::OvsBindingError),
-    /// Nested VLAN binding failure.
+    /// Nested (VLAN or macvlan) binding failure.
     #[error(transparent)]
     Vlan(#[from] vlan::VlanBindingError),
     /// A failure injected by a test double.
@@ -90,17 +90,26 @@ pub struct NodeBindings {
     ovn: Arc<OvnInstalledWatch>,
     /// The nested VLAN driver, on a VM node (`[binding] link_iface`).
     vlan: Option<vlan::VlanBinding>,
+    /// The nested macvlan driver, on a VM node.
+    macvlan: Option<vlan::MacvlanBinding>,
 }
 
 impl NodeBindings {
     /// The node's drivers over the OVS database of `ovs`.
     pub fn new(ovs: ovs::OvsBinding) -> Self {
         let ovn = OvnInstalledWatch::new(ovs.ovsdb().clone());
-        NodeBindings { ovs, ovn, vlan: None }
+        NodeBindings {
+            ovs,
+            ovn,
+            vlan: None,
+            macvlan: None,
+        }
     }
 
-    /// Adds the nested VLAN driver (a VM node: VLANs of `link_iface`).
+    /// Adds the nested drivers (a VM node: VLANs and macvlans of `link_iface`).
     pub fn with_vlan(mut self, link_iface: impl Into<String>) -> Self {
+        let link_iface = link_iface.into();
+        self.macvlan = Some(vlan::MacvlanBinding::new(link_iface.clone()));
         self.vlan = Some(vlan::VlanBinding::new(link_iface));
         self
     }
@@ -149,6 +158,7 @@ macro_rules! binder_of {
 
 binder_of!(ovs::OvsBinding);
 binder_of!(vlan::VlanBinding);
+binder_of!(vlan::MacvlanBinding);
 
 impl Bindings for NodeBindings {
     fn for_kind(&self, kind: &VifKind) -> Result<&dyn Binder, BindingError> {
@@ -158,6 +168,12 @@ impl Bindings for NodeBindings {
                 Some(v) => Ok(v),
                 None => Err(BindingError::Unsupported(
                     "VIFVlanNested (this node has no [binding] link_iface: not a VM node)".into(),
+                )),
+            },
+            VifKind::MacvlanNested => match &self.macvlan {
+                Some(v) => Ok(v),
+                None => Err(BindingError::Unsupported(
+                    "VIFMacvlanNested (this node has no [binding] link_iface: not a VM node)".into(),
                 )),
             },
             other => Err(BindingError::Unsupported(other.as_str().to_owned())),

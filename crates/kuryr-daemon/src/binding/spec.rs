@@ -168,8 +168,10 @@ pub fn wire_spec(vif: &Vif, cx: SpecContext<'_>) -> Result<WireSpec, SpecError> 
                 .filter(|v| (1..=4094).contains(v))
                 .ok_or(SpecError::BadVlan(vif.vlan_id))?,
         ),
+        VifKind::MacvlanNested => None,
         _ => return Err(SpecError::UnsupportedVif(vif.kind.as_str().to_owned())),
     };
+    let nested = matches!(vif.kind, VifKind::VlanNested | VifKind::MacvlanNested);
     let port_id = vif
         .id
         .clone()
@@ -183,7 +185,7 @@ pub fn wire_spec(vif: &Vif, cx: SpecContext<'_>) -> Result<WireSpec, SpecError> 
     let mac_s = vif.address.clone().unwrap_or_default();
     let mac = parse_mac(&mac_s).ok_or(SpecError::BadMac(mac_s))?;
     let network = vif.network.as_ref();
-    let bridge = if vlan_id.is_some() {
+    let bridge = if nested {
         String::new()
     } else {
         network
@@ -322,6 +324,19 @@ mod tests {
     }
 
     #[test]
+    fn spec_of_a_nested_macvlan_vif_has_no_vlan_and_no_bridge() {
+        let mut v = vif();
+        v.kind = VifKind::MacvlanNested;
+        v.network.as_mut().unwrap().bridge = None;
+        v.vlan_id = Some(101);
+        let s = wire_spec(&v, cx(true)).unwrap();
+        assert_eq!(s.vlan_id, None, "a macvlan has no tag");
+        assert!(s.bridge.is_empty());
+        assert_eq!(s.mac_string(), v.address.clone().unwrap().to_ascii_lowercase());
+        assert_eq!(s.addresses, vec!["10.10.0.7/24".parse::<IpNet>().unwrap()]);
+    }
+
+    #[test]
     fn spec_of_a_nested_vlan_vif_has_its_vlan_and_no_bridge() {
         let mut v = vif();
         v.kind = VifKind::VlanNested;
@@ -391,7 +406,7 @@ mod tests {
             ..cx(true)
         };
         assert_eq!(wire_spec(&v, with_default).unwrap().bridge, "br-x");
-        let v = Vif::new(VifKind::MacvlanNested, "p");
+        let v = Vif::new(VifKind::DpdkNested, "p");
         assert!(matches!(
             wire_spec(&v, cx(true)),
             Err(SpecError::UnsupportedVif(_))

@@ -1,9 +1,12 @@
-//! The nested VLAN binding (upstream's `VlanDriver`, `pod_vif_driver = nested-vlan`): the pod's
-//! port is a subport of the VM's trunk with a VLAN ID; its link is a VLAN of the VM's trunk
-//! interface (`[binding] link_iface`), created directly inside the pod's namespace under the
-//! CNI interface name with the port's MAC and MTU, then given the port's addresses and routes.
-//! Neutron/OVN strip and add the tag outside the VM; there is no bridge on the VM. The VLAN
-//! link goes with the pod's namespace, so a deleted sandbox leaves nothing behind.
+//! The nested bindings of a VM node (upstream's `VlanDriver` and `MacvlanDriver`): the pod's
+//! link is created on the VM's interface (`[binding] link_iface`) directly inside the pod's
+//! namespace with the port's MAC and MTU, renamed to the CNI interface name, then given the
+//! port's addresses and routes. [`VlanBinding`] (`nested-vlan`): a VLAN link with the trunk
+//! subport's VLAN ID; Neutron/OVN strip and add the tag outside the VM. [`MacvlanBinding`]
+//! (`nested-macvlan`): a macvlan link in bridge mode (pods of one VM reach each other inside
+//! it); the VM port's allowed address pairs let the pod's MAC and IPs out. There is no bridge
+//! on the VM; the link goes with the pod's namespace, so a deleted sandbox leaves nothing
+//! behind.
 
 use std::path::Path;
 
@@ -13,7 +16,16 @@ use crate::{
     netns::{self, NetnsError},
 };
 
-/// A failed VLAN binding step.
+/// The kind of link a nested binding creates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NestedLink {
+    /// An 802.1Q VLAN with this ID.
+    Vlan(u16),
+    /// A macvlan in bridge mode.
+    Macvlan,
+}
+
+/// A failed nested binding step.
 #[derive(Debug, thiserror::Error)]
 pub enum VlanBindingError {
     /// Namespace handling failed.
@@ -25,8 +37,8 @@ pub enum VlanBindingError {
     /// The VM's trunk interface is not there.
     #[error("[binding] link_iface {0}: no such interface on this node")]
     NoLinkIface(String),
-    /// Creating or configuring the VLAN link failed.
-    #[error("wiring the VLAN link")]
+    /// Creating or configuring the link failed.
+    #[error("wiring the pod's link on the VM's interface")]
     Netlink(#[source] NetlinkError),
 }
 
@@ -54,56 +66,108 @@ impl VlanBinding {
         let vlan = spec
             .vlan_id
             .ok_or_else(|| VlanBindingError::NoVlan(spec.port_id.clone()))?;
-        let (s, path, parent) = (spec.clone(), netns.to_owned(), self.link_iface.clone());
-        netns::on_thread(move || async move { wire(&s, &path, &parent, vlan).await }).await?
+        connect(spec, netns, &self.link_iface, NestedLink::Vlan(vlan)).await
     }
 
     /// Deletes the pod's VLAN link (idempotent; nothing to do when the namespace is gone: the
     /// link went with it).
     pub async fn disconnect(&self, spec: &WireSpec, netns: &Path) -> Result<(), VlanBindingError> {
-        let (ifname, path) = (spec.ifname.clone(), netns.to_owned());
-        netns::on_thread(move || async move {
-            let Ok(ns) = netns::open(&path) else {
-                return Ok(());
-            };
-            netns::enter(&ns, &path)?;
-            let nl = Netlink::connect().map_err(VlanBindingError::Netlink)?;
-            nl.delete_link(&ifname).await.map_err(VlanBindingError::Netlink)?;
-            Ok(())
-        })
-        .await?
+        disconnect(spec, netns).await
     }
 
     /// Verifies the trunk interface and the pod end (MAC, MTU, up, addresses).
     pub async fn check(&self, spec: &WireSpec, netns: &Path) -> Result<CheckReport, VlanBindingError> {
-        let (s, path, parent) = (spec.clone(), netns.to_owned(), self.link_iface.clone());
-        netns::on_thread(move || async move {
-            let mut report = Vec::new();
-            let host = Netlink::connect().map_err(VlanBindingError::Netlink)?;
-            if host
-                .link(&parent)
-                .await
-                .map_err(VlanBindingError::Netlink)?
-                .is_none()
-            {
-                report.push(format!("trunk interface {parent} is missing"));
-            }
-            drop(host);
-            let ns = netns::open(&path)?;
-            netns::enter(&ns, &path)?;
-            let pod = Netlink::connect().map_err(VlanBindingError::Netlink)?;
-            report.append(
-                &mut pod_end::check(&pod, &s, &path)
-                    .await
-                    .map_err(VlanBindingError::Netlink)?,
-            );
-            Ok(report)
-        })
-        .await?
+        check(spec, netns, &self.link_iface).await
     }
 }
 
-async fn wire(spec: &WireSpec, netns_path: &Path, parent: &str, vlan: u16) -> Result<(), VlanBindingError> {
+/// The nested macvlan binding driver of a VM node.
+#[derive(Debug, Clone)]
+pub struct MacvlanBinding {
+    link_iface: String,
+}
+
+impl MacvlanBinding {
+    /// A driver creating macvlans of `link_iface` (the VM's interface).
+    pub fn new(link_iface: impl Into<String>) -> Self {
+        Self {
+            link_iface: link_iface.into(),
+        }
+    }
+
+    /// Creates the macvlan link inside the pod's namespace and configures it.
+    pub async fn connect(&self, spec: &WireSpec, netns: &Path) -> Result<(), VlanBindingError> {
+        connect(spec, netns, &self.link_iface, NestedLink::Macvlan).await
+    }
+
+    /// Deletes the pod's macvlan link (idempotent).
+    pub async fn disconnect(&self, spec: &WireSpec, netns: &Path) -> Result<(), VlanBindingError> {
+        disconnect(spec, netns).await
+    }
+
+    /// Verifies the VM's interface and the pod end (MAC, MTU, up, addresses).
+    pub async fn check(&self, spec: &WireSpec, netns: &Path) -> Result<CheckReport, VlanBindingError> {
+        check(spec, netns, &self.link_iface).await
+    }
+}
+
+async fn connect(
+    spec: &WireSpec,
+    netns: &Path,
+    parent: &str,
+    link: NestedLink,
+) -> Result<(), VlanBindingError> {
+    let (s, path, parent) = (spec.clone(), netns.to_owned(), parent.to_owned());
+    netns::on_thread(move || async move { wire(&s, &path, &parent, link).await }).await?
+}
+
+async fn disconnect(spec: &WireSpec, netns: &Path) -> Result<(), VlanBindingError> {
+    let (ifname, path) = (spec.ifname.clone(), netns.to_owned());
+    netns::on_thread(move || async move {
+        let Ok(ns) = netns::open(&path) else {
+            return Ok(());
+        };
+        netns::enter(&ns, &path)?;
+        let nl = Netlink::connect().map_err(VlanBindingError::Netlink)?;
+        nl.delete_link(&ifname).await.map_err(VlanBindingError::Netlink)?;
+        Ok(())
+    })
+    .await?
+}
+
+async fn check(spec: &WireSpec, netns: &Path, parent: &str) -> Result<CheckReport, VlanBindingError> {
+    let (s, path, parent) = (spec.clone(), netns.to_owned(), parent.to_owned());
+    netns::on_thread(move || async move {
+        let mut report = Vec::new();
+        let host = Netlink::connect().map_err(VlanBindingError::Netlink)?;
+        if host
+            .link(&parent)
+            .await
+            .map_err(VlanBindingError::Netlink)?
+            .is_none()
+        {
+            report.push(format!("VM interface {parent} is missing"));
+        }
+        drop(host);
+        let ns = netns::open(&path)?;
+        netns::enter(&ns, &path)?;
+        let pod = Netlink::connect().map_err(VlanBindingError::Netlink)?;
+        report.append(
+            &mut pod_end::check(&pod, &s, &path)
+                .await
+                .map_err(VlanBindingError::Netlink)?,
+        );
+        Ok(report)
+    })
+    .await?
+}
+
+async fn wire(
+    spec: &WireSpec,
+    netns_path: &Path,
+    parent: &str,
+    link: NestedLink,
+) -> Result<(), VlanBindingError> {
     let nl_err = VlanBindingError::Netlink;
     let pod_ns = netns::open(netns_path)?;
     // One socket per namespace: `host` opened before the thread moves into the pod's.
@@ -119,15 +183,22 @@ async fn wire(spec: &WireSpec, netns_path: &Path, parent: &str, vlan: u16) -> Re
     // Leftovers of an earlier attempt for this container go first.
     for name in [spec.ifname.as_str(), spec.host_dev.as_str()] {
         if pod.delete_link(name).await.map_err(nl_err)? {
-            tracing::info!(ifname = name, vlan, "removed a leftover link");
+            tracing::info!(ifname = name, ?link, "removed a leftover link");
         }
     }
     // Created under the port's device name (no link of the VM has it; the kernel looks the
     // name up in the VM's namespace first, where `eth0` is the trunk interface itself), then
     // renamed to the CNI interface name inside the pod's namespace.
-    host.add_vlan_into(&spec.host_dev, parent_index, vlan, spec.mac, spec.mtu, &pod_ns)
-        .await
-        .map_err(nl_err)?;
+    match link {
+        NestedLink::Vlan(vlan) => host
+            .add_vlan_into(&spec.host_dev, parent_index, vlan, spec.mac, spec.mtu, &pod_ns)
+            .await
+            .map_err(nl_err)?,
+        NestedLink::Macvlan => host
+            .add_macvlan_into(&spec.host_dev, parent_index, spec.mac, spec.mtu, &pod_ns)
+            .await
+            .map_err(nl_err)?,
+    }
     let index = pod
         .link(&spec.host_dev)
         .await

@@ -5,6 +5,8 @@
 //! These tests fail — never skip — when the sandbox is down.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod vm;
+
 use std::{
     collections::HashMap,
     io::{Read, Write},

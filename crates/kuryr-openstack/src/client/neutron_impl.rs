@@ -49,13 +49,23 @@ impl Neutron for OpenStackNeutron {
                 Some(_) => Some(self.sg_barrier.read().await),
                 None => None,
             };
+            // Neutron's revision check: 412 when the port changed since `if_revision` was read.
+            let headers = update.if_revision.map(|r| {
+                let mut h = http::HeaderMap::new();
+                if let Ok(v) = http::HeaderValue::from_str(&format!("revision_number={r}")) {
+                    h.insert(http::header::IF_MATCH, v);
+                }
+                h
+            });
             let body = self
-                .call(
+                .transport
+                .call_with_headers(
                     ops::PORT_UPDATE,
                     Method::PUT,
                     format!("ports/{}", seg(id)),
                     Query::new(),
                     Some(update.to_json()),
+                    headers,
                 )
                 .await?;
             decode(ops::PORT_UPDATE, &body, "port")

@@ -8,6 +8,9 @@ use crate::security_group::{
 };
 use crate::trunk::{SubPort, Trunk, TrunkCreate};
 
+/// Neutron's default `max_allowed_address_pair`.
+pub const MAX_ALLOWED_ADDRESS_PAIRS: usize = 10;
+
 fn create_port(st: &mut State, op: &'static str, req: &PortCreate) -> Result<Port> {
     let net = st
         .networks
@@ -57,6 +60,15 @@ fn create_port(st: &mut State, op: &'static str, req: &PortCreate) -> Result<Por
             ip_address: ip.to_string(),
         });
     }
+    let secured = req.port_security_enabled.unwrap_or(true);
+    if !secured && req.security_groups.as_ref().is_some_and(|g| !g.is_empty()) {
+        return Err(Error::Conflict {
+            op,
+            kind: "PortSecurityAndIPRequiredForSecurityGroups".into(),
+            message: "Port security must be enabled and port must have an IP address in order to use security groups."
+                .into(),
+        });
+    }
     let id = st.new_id();
     let n = st.next_id;
     let host = req.binding_host_id.clone().unwrap_or_default();
@@ -74,10 +86,11 @@ fn create_port(st: &mut State, op: &'static str, req: &PortCreate) -> Result<Por
             n & 0xff
         ),
         fixed_ips,
-        security_groups: req
-            .security_groups
-            .clone()
-            .unwrap_or_else(|| vec!["default".into()]),
+        security_groups: match (&req.security_groups, secured) {
+            (Some(g), _) => g.clone(),
+            (None, true) => vec!["default".into()],
+            (None, false) => Vec::new(),
+        },
         status: "DOWN".into(),
         device_owner: req.device_owner.clone().unwrap_or_default(),
         device_id: req.device_id.clone().unwrap_or_default(),
@@ -99,6 +112,8 @@ fn create_port(st: &mut State, op: &'static str, req: &PortCreate) -> Result<Por
         updated_at: now_rfc3339(),
         ..Default::default()
     };
+    let mut port = port;
+    port.extra.insert("port_security_enabled".into(), json!(secured));
     st.ports.insert(id, port.clone());
     Ok(port)
 }
@@ -133,6 +148,11 @@ impl Neutron for FakeNeutron {
                     f.fixed_ip_address
                         .as_ref()
                         .is_none_or(|ip| p.fixed_ips.iter().any(|x| &x.ip_address == ip))
+                })
+                .filter(|p| {
+                    f.fixed_ip_subnet
+                        .as_ref()
+                        .is_none_or(|s| p.fixed_ips.iter().any(|x| &x.subnet_id == s))
                 })
                 .filter(|p| tags_match(&p.tags, &f.tags, &f.tags_any, &f.not_tags))
                 .map(|p| project_fields(p, &f.fields))
@@ -174,6 +194,28 @@ impl Neutron for FakeNeutron {
                 .ports
                 .get_mut(id)
                 .ok_or_else(|| not_found(ops::PORT_UPDATE, "PortNotFound", id))?;
+            let revision = p.extra.get("revision_number").and_then(Value::as_u64).unwrap_or(0);
+            if let Some(want) = u.if_revision
+                && want != revision
+            {
+                return Err(Error::Conflict {
+                    op: ops::PORT_UPDATE,
+                    kind: "RevisionNumberConstraintFailed".into(),
+                    message: format!("Constrained to {want}, but current revision is {revision}"),
+                });
+            }
+            if let Some(pairs) = &u.allowed_address_pairs
+                && pairs.len() > MAX_ALLOWED_ADDRESS_PAIRS
+            {
+                return Err(Error::BadRequest {
+                    op: ops::PORT_UPDATE,
+                    status: 400,
+                    kind: "AllowedAddressPairExhausted".into(),
+                    message: format!(
+                        "The number of allowed address pair exceeds the maximum {MAX_ALLOWED_ADDRESS_PAIRS}."
+                    ),
+                });
+            }
             if let Some(v) = &u.name {
                 p.name = v.clone();
             }
@@ -181,6 +223,14 @@ impl Neutron for FakeNeutron {
                 p.device_id = v.clone();
             }
             if let Some(v) = &u.security_groups {
+                let secured = p.extra.get("port_security_enabled").and_then(Value::as_bool) != Some(false);
+                if !secured && !v.is_empty() {
+                    return Err(Error::Conflict {
+                        op: ops::PORT_UPDATE,
+                        kind: "PortSecurityAndIPRequiredForSecurityGroups".into(),
+                        message: "Port security must be enabled and port must have an IP address in order to use security groups.".into(),
+                    });
+                }
                 p.security_groups = v.clone();
             }
             if let Some(v) = &u.binding_host_id {
@@ -190,6 +240,17 @@ impl Neutron for FakeNeutron {
             if let Some(v) = &u.description {
                 p.extra.insert("description".into(), json!(v));
             }
+            if let Some(v) = &u.allowed_address_pairs {
+                let filled: Vec<Value> = v
+                    .iter()
+                    .map(|a| {
+                        let mac = if a.mac_address.is_empty() { &p.mac_address } else { &a.mac_address };
+                        json!({"ip_address": a.ip_address, "mac_address": mac})
+                    })
+                    .collect();
+                p.extra.insert("allowed_address_pairs".into(), Value::Array(filled));
+            }
+            p.extra.insert("revision_number".into(), json!(revision + 1));
             Ok(p.clone())
         })
     }

@@ -267,6 +267,8 @@ mod tests {
             nested: None,
             multi: None,
             activation: Default::default(),
+            vif_driver: "neutron-vif".into(),
+            pair_update_attempts: 3,
         };
         let pool = crate::pool::direct::Direct::new(settings, fake.clone());
         let j = Janitor::new(fake.clone(), pool, tags, None);

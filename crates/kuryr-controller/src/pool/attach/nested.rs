@@ -111,6 +111,34 @@ impl NodeAddresses for HashMap<String, String> {
     }
 }
 
+/// [`Error::Nested`] of `host`.
+pub(crate) fn nested_err(host: &str, source: NestedError) -> Error {
+    Error::Nested {
+        host: host.to_string(),
+        source,
+    }
+}
+
+/// `host`'s InternalIP and the ports that have it as a fixed IP (its VM's port among them).
+pub(crate) async fn ports_of_node_ip(
+    neutron: &dyn Neutron,
+    nodes: &dyn NodeAddresses,
+    host: &str,
+) -> Result<(String, Vec<Port>), Error> {
+    let ip = nodes.internal_ip(host).await?;
+    let ports = neutron
+        .list_ports(&PortFilter {
+            fixed_ip_address: Some(ip.clone()),
+            ..PortFilter::default()
+        })
+        .await
+        .map_err(|source| Error::ListPorts {
+            what: "the node VM's port",
+            source,
+        })?;
+    Ok((ip, ports))
+}
+
 /// See the module documentation.
 pub struct TrunkSubports {
     neutron: Arc<dyn Neutron>,
@@ -168,31 +196,13 @@ impl TrunkSubports {
         })
     }
 
-    fn nested_err(host: &str, source: NestedError) -> Error {
-        Error::Nested {
-            host: host.to_string(),
-            source,
-        }
-    }
-
     /// The trunk of `host` (read once per node, and again after a conflict).
     async fn trunk_for(&self, host: &str) -> Result<String, Error> {
         if let Some(t) = lock(&self.books).trunk_of_host.get(host) {
             return Ok(t.clone());
         }
-        let ip = self.nodes.internal_ip(host).await?;
-        let ports = self
-            .neutron
-            .list_ports(&PortFilter {
-                fixed_ip_address: Some(ip.clone()),
-                ..PortFilter::default()
-            })
-            .await
-            .map_err(|source| Error::ListPorts {
-                what: "the node VM's port (trunk parent)",
-                source,
-            })?;
-        let trunk = node_trunk(&ports, &ip, &self.worker_subnets).map_err(|e| Self::nested_err(host, e))?;
+        let (ip, ports) = ports_of_node_ip(&*self.neutron, &*self.nodes, host).await?;
+        let trunk = node_trunk(&ports, &ip, &self.worker_subnets).map_err(|e| nested_err(host, e))?;
         info!(host, ip, trunk = %trunk.trunk_id, subports = trunk.subports.len(), "node's trunk found");
         lock(&self.books).learn(&trunk, Some(host));
         Ok(trunk.trunk_id)
@@ -227,7 +237,7 @@ impl TrunkSubports {
         let ids = lock(&self.books)
             .vlans
             .reserve(trunk_id, ports.len())
-            .map_err(|e| Self::nested_err(host, e))?;
+            .map_err(|e| nested_err(host, e))?;
         let subs: Vec<SubPort> = ports
             .iter()
             .zip(&ids)
@@ -458,9 +468,11 @@ impl Attachment for TrunkSubports {
             // Tagged, not (or no longer) on a trunk, bound to no host: a pool port whose
             // attachment never happened or was undone (nested ports are created without a
             // binding host; a bound one belongs to the bare-metal pools of a mixed cluster).
-            // Unbound as the pools see it: deferred while young, deleted when old.
+            // Unbound as the pools see it: deferred while young, deleted when old. (An unbound
+            // port naming a device is a nested-macvlan pod's: its VM's port.)
             None if (port.device_owner == DEVICE_OWNER || port.device_owner.is_empty())
                 && port.binding_host_id.is_empty()
+                && port.device_id.is_empty()
                 && !is_trunk_parent(&port) =>
             {
                 port.binding_host_id.clear();

@@ -1,0 +1,427 @@
+//! [`AddressPairs`]: `[kubernetes] pod_vif_driver = nested-macvlan` (with `vif_pool_driver =
+//! noop`, as upstream paired them) — a pod of a node VM is a macvlan of the VM's interface that
+//! sends with its own port's MAC and IPs, so the pod port's `(IP, MAC)` pairs must be in the VM
+//! port's `allowed_address_pairs` before the pod's traffic passes the VM port's port security.
+//!
+//! That list is one field of one port that every pod of the VM changes. Upstream serialized the
+//! changes behind a lock per VM port and one revision-guarded update each. Here the changes of
+//! one VM port are queued and whoever writes next applies all of them in ONE update (group
+//! commit): 25 pods starting at once on a VM cost a few updates, not 25 in a row. Each update is
+//! made on the port as just read, guarded by its `revision_number` (`If-Match`), and read again
+//! on a 412 up to `[pod_vif_nested] rev_update_attempts` times, so another writer's change (an
+//! operator's pair, a second controller) is never lost either.
+//!
+//! The pod port is never bound (the VM port carries its traffic); it names its VM's port in
+//! `device_id`, which tells it from the unbound ports of other drivers in a mixed cluster. It is
+//! always on the subnet of its VM's port ([`Attachment::placement`]): the pod's frames leave
+//! the VM untagged, on the VM's network, whatever the subnet driver says (upstream required
+//! `pod_subnet` to be that subnet; a pod elsewhere had no working network).
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
+
+use kuryr_core::{
+    nested::node_port,
+    pairs::{AddressPair, PairChange, apply, pairs_of, pod_pairs, revision_of},
+};
+use kuryr_openstack::{BoxFuture, Neutron, Port, PortCreate, PortFilter, PortUpdate};
+use kuryr_types::vif::Vif;
+use tokio::sync::oneshot;
+use tracing::{debug, info, warn};
+
+use super::{
+    Attachment,
+    nested::{NodeAddresses, nested_err, ports_of_node_ip},
+};
+use crate::pool::{Error, lock, netcache::NetCache};
+
+/// A pair as the books key it ([`AddressPair::key`]).
+type PairKey = (String, String);
+
+fn key(p: &AddressPair) -> PairKey {
+    p.key()
+}
+
+#[derive(Default)]
+struct Books {
+    /// Node → its VM's port.
+    vm_of_host: HashMap<String, String>,
+    /// A VM's port → its network and its subnets among the workers' ones.
+    place_of_vm: HashMap<String, (String, Vec<String>)>,
+    /// A VM's port → its node.
+    host_of_vm: HashMap<String, String>,
+    /// Pair → the VM port carrying it (as last read or written).
+    carrier: HashMap<PairKey, String>,
+    /// Pod port → its pairs (as attached here).
+    attached: HashMap<String, Vec<AddressPair>>,
+    /// The VM ports were read at least once ([`AddressPairs::refresh`]).
+    refreshed: bool,
+}
+
+impl Books {
+    fn learn_vm(&mut self, host: Option<&str>, vm: &Port, workers: &[String]) {
+        let subnets: Vec<String> = vm
+            .fixed_ips
+            .iter()
+            .filter(|ip| workers.contains(&ip.subnet_id))
+            .map(|ip| ip.subnet_id.clone())
+            .collect();
+        self.place_of_vm
+            .insert(vm.id.clone(), (vm.network_id.clone(), subnets));
+        if let Some(h) = host {
+            self.vm_of_host.insert(h.to_string(), vm.id.clone());
+            self.host_of_vm.insert(vm.id.clone(), h.to_string());
+        }
+        match pairs_of(vm) {
+            Ok(pairs) => self.carried(&vm.id, &pairs),
+            Err(e) => warn!(error = %e, "cannot read a VM port's allowed address pairs"),
+        }
+    }
+
+    /// `vm`'s pairs are now `pairs`.
+    fn carried(&mut self, vm: &str, pairs: &[AddressPair]) {
+        self.carrier.retain(|_, v| v != vm);
+        for p in pairs {
+            self.carrier.insert(key(p), vm.to_string());
+        }
+    }
+}
+
+/// A failed update as every waiter of its batch gets it: the reason, and whether trying again
+/// may help.
+type Shared = Result<(), (String, bool)>;
+
+/// The changes queued for one VM port, and who writes them.
+#[derive(Default)]
+struct Queue {
+    pending: Mutex<Vec<(PairChange, oneshot::Sender<Shared>)>>,
+    writer: tokio::sync::Mutex<()>,
+}
+
+/// See the module documentation.
+pub struct AddressPairs {
+    neutron: Arc<dyn Neutron>,
+    nodes: Arc<dyn NodeAddresses>,
+    worker_subnets: Vec<String>,
+    attempts: u32,
+    books: Mutex<Books>,
+    queues: Mutex<HashMap<String, Arc<Queue>>>,
+}
+
+impl AddressPairs {
+    /// The attachment of nested-macvlan pods: nodes' addresses from `nodes`, their VMs' ports on
+    /// `worker_subnets`, each update tried up to `attempts` times on revision conflicts.
+    pub fn new(
+        neutron: Arc<dyn Neutron>,
+        nodes: Arc<dyn NodeAddresses>,
+        worker_subnets: Vec<String>,
+        attempts: u32,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            neutron,
+            nodes,
+            worker_subnets,
+            attempts: attempts.max(1),
+            books: Mutex::default(),
+            queues: Mutex::default(),
+        })
+    }
+
+    /// The pairs the VM port of `host` carries, as this controller last saw them (tests,
+    /// `kuryrctl`-style inspection).
+    pub fn carried_by_host(&self, host: &str) -> Vec<(String, String)> {
+        let b = lock(&self.books);
+        let Some(vm) = b.vm_of_host.get(host) else {
+            return Vec::new();
+        };
+        let mut out: Vec<PairKey> = b
+            .carrier
+            .iter()
+            .filter(|(_, v)| *v == vm)
+            .map(|(k, _)| k.clone())
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// The VM port of `host` (read once per node).
+    async fn vm_port_for(&self, host: &str) -> Result<String, Error> {
+        if let Some(v) = lock(&self.books).vm_of_host.get(host) {
+            return Ok(v.clone());
+        }
+        let (ip, ports) = ports_of_node_ip(&*self.neutron, &*self.nodes, host).await?;
+        let vm = node_port(&ports, &ip, &self.worker_subnets).map_err(|e| nested_err(host, e))?;
+        info!(host, ip, vm_port = %vm.id, "node's VM port found");
+        lock(&self.books).learn_vm(Some(host), vm, &self.worker_subnets);
+        Ok(vm.id.clone())
+    }
+
+    fn queue(&self, vm: &str) -> Arc<Queue> {
+        lock(&self.queues).entry(vm.to_string()).or_default().clone()
+    }
+
+    /// Queues `change` for `vm`'s pairs and returns once an update containing it is done.
+    async fn change(&self, vm: &str, change: PairChange) -> Result<(), Error> {
+        let q = self.queue(vm);
+        let (tx, rx) = oneshot::channel();
+        lock(&q.pending).push((change, tx));
+        {
+            let _writer = q.writer.lock().await;
+            // Everything queued until now, ours included unless an earlier writer took it.
+            let batch = std::mem::take(&mut *lock(&q.pending));
+            if !batch.is_empty() {
+                let changes: Vec<PairChange> = batch.iter().map(|(c, _)| c.clone()).collect();
+                let result = self.write(vm, &changes).await;
+                debug!(
+                    vm_port = vm,
+                    changes = changes.len(),
+                    ok = result.is_ok(),
+                    "allowed address pairs written"
+                );
+                for (_, tx) in batch {
+                    let _ = tx.send(result.clone());
+                }
+            }
+        }
+        let shared = rx
+            .await
+            .unwrap_or_else(|_| Err(("the update was abandoned (its writer was cancelled)".into(), true)));
+        shared.map_err(|(why, retryable)| Error::AddressPairs {
+            vm_port: vm.to_string(),
+            why,
+            retryable,
+        })
+    }
+
+    /// One revision-guarded read-modify-write of `vm`'s pairs with `changes`, tried again
+    /// after a revision conflict.
+    async fn write(&self, vm: &str, changes: &[PairChange]) -> Shared {
+        let fail = |what: &str, e: &kuryr_openstack::Error| {
+            let mut why = format!("{what}: {}", crate::error_chain(e));
+            if matches!(e, kuryr_openstack::Error::BadRequest { kind, .. } if kind == "AllowedAddressPairExhausted")
+            {
+                why.push_str(
+                    " (each pod of a VM is one pair of its port: raise Neutron's max_allowed_address_pair, \
+                     10 by default)",
+                );
+            }
+            (why, e.is_retryable())
+        };
+        for attempt in 1..=self.attempts {
+            let port = self
+                .neutron
+                .get_port(vm)
+                .await
+                .map_err(|e| fail("reading it", &e))?;
+            let current = pairs_of(&port).map_err(|e| (e.to_string(), false))?;
+            let Some(new) = apply(&current, changes) else {
+                lock(&self.books).carried(vm, &current);
+                return Ok(());
+            };
+            let update = PortUpdate {
+                allowed_address_pairs: Some(new.clone()),
+                if_revision: revision_of(&port),
+                ..PortUpdate::default()
+            };
+            match self.neutron.update_port(vm, &update).await {
+                Ok(_) => {
+                    lock(&self.books).carried(vm, &new);
+                    return Ok(());
+                }
+                Err(e @ kuryr_openstack::Error::Conflict { .. }) if attempt < self.attempts => {
+                    warn!(vm_port = vm, attempt, error = %crate::error_chain(&e), "VM port changed meanwhile: reading it again");
+                }
+                Err(e) => return Err(fail("updating it", &e)),
+            }
+        }
+        Err((
+            format!("still changed by someone else after {} tries", self.attempts),
+            true,
+        ))
+    }
+
+    /// The pairs of `ids` (from the books, else read from Neutron).
+    async fn pairs_of_ports(&self, ids: &[String]) -> Result<Vec<(String, Vec<AddressPair>)>, Error> {
+        let mut out = Vec::new();
+        let mut unknown = Vec::new();
+        {
+            let b = lock(&self.books);
+            for id in ids {
+                match b.attached.get(id) {
+                    Some(p) => out.push((id.clone(), p.clone())),
+                    None => unknown.push(id.clone()),
+                }
+            }
+        }
+        if !unknown.is_empty() {
+            let ports = self
+                .neutron
+                .list_ports(&PortFilter::ids(unknown))
+                .await
+                .map_err(|source| Error::ListPorts {
+                    what: "pod ports whose pairs are to be removed",
+                    source,
+                })?;
+            out.extend(ports.iter().map(|p| (p.id.clone(), pod_pairs(p))));
+        }
+        Ok(out)
+    }
+}
+
+impl Attachment for AddressPairs {
+    fn name(&self) -> &'static str {
+        "nested-macvlan"
+    }
+
+    fn prepare<'a>(&'a self, host: &'a str) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move { self.vm_port_for(host).await.map(|_| ()) })
+    }
+
+    fn placement(&self, host: &str) -> Option<(String, Vec<String>)> {
+        let b = lock(&self.books);
+        b.place_of_vm.get(b.vm_of_host.get(host)?).cloned()
+    }
+
+    fn create_body(&self, host: &str, mut body: PortCreate) -> PortCreate {
+        // Never bound: the VM's port carries its traffic (and its groups filter it). Its
+        // device is that port. No port security: see `kuryr_core::pairs` (over ML2/OVN the
+        // pod's frames would otherwise go to this port's own logical port).
+        body.binding_host_id = None;
+        body.port_security_enabled = Some(false);
+        body.security_groups = Some(Vec::new());
+        if let Some(vm) = lock(&self.books).vm_of_host.get(host) {
+            body.device_id = Some(vm.clone());
+        }
+        body
+    }
+
+    fn attach<'a>(&'a self, host: &'a str, ports: &'a mut [Port]) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move {
+            if ports.is_empty() {
+                return Ok(());
+            }
+            let vm = self.vm_port_for(host).await?;
+            let pairs: Vec<AddressPair> = ports.iter().flat_map(pod_pairs).collect();
+            {
+                // Before the update: should its answer be lost, the detach that follows a
+                // failure still knows what to take away.
+                let mut b = lock(&self.books);
+                for p in ports.iter() {
+                    b.attached.insert(p.id.clone(), pod_pairs(p));
+                }
+            }
+            let result = self.change(&vm, PairChange::Add(pairs)).await;
+            if let Err(Error::AddressPairs { why, .. }) = &result
+                && why.contains("reading it")
+                && why.contains("not found")
+            {
+                // The VM's port is gone (the node was recreated): look it up again next time.
+                let mut b = lock(&self.books);
+                b.vm_of_host.remove(host);
+                b.host_of_vm.remove(&vm);
+            }
+            result
+        })
+    }
+
+    fn detach<'a>(&'a self, port_ids: &'a [String]) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move {
+            if port_ids.is_empty() {
+                return Ok(());
+            }
+            let pairs = self.pairs_of_ports(port_ids).await?;
+            if !lock(&self.books).refreshed && pairs.iter().any(|(_, p)| !p.is_empty()) {
+                self.refresh().await?;
+            }
+            let mut by_vm: HashMap<String, Vec<AddressPair>> = HashMap::new();
+            {
+                let b = lock(&self.books);
+                for p in pairs.iter().flat_map(|(_, p)| p) {
+                    if let Some(vm) = b.carrier.get(&key(p)) {
+                        by_vm.entry(vm.clone()).or_default().push(p.clone());
+                    }
+                }
+            }
+            let mut first = None;
+            for (vm, pairs) in by_vm {
+                if let Err(e) = self.change(&vm, PairChange::Remove(pairs)).await {
+                    first.get_or_insert(e);
+                }
+            }
+            if let Some(e) = first {
+                return Err(e);
+            }
+            let mut b = lock(&self.books);
+            for id in port_ids {
+                b.attached.remove(id);
+            }
+            Ok(())
+        })
+    }
+
+    fn refresh(&self) -> BoxFuture<'_, Result<(), Error>> {
+        Box::pin(async move {
+            let node_of_ip = self.nodes.all().await?;
+            let mut vms: Vec<(String, Port)> = Vec::new();
+            for subnet in &self.worker_subnets {
+                let ports = self
+                    .neutron
+                    .list_ports(&PortFilter {
+                        fixed_ip_subnet: Some(subnet.clone()),
+                        ..PortFilter::default()
+                    })
+                    .await
+                    .map_err(|source| Error::ListPorts {
+                        what: "the node VMs' ports",
+                        source,
+                    })?;
+                for p in ports {
+                    let node = p
+                        .fixed_ips
+                        .iter()
+                        .filter(|ip| &ip.subnet_id == subnet)
+                        .find_map(|ip| node_of_ip.get(&ip.ip_address));
+                    if let Some(n) = node {
+                        vms.push((n.clone(), p));
+                    }
+                }
+            }
+            let mut b = lock(&self.books);
+            b.vm_of_host.clear();
+            b.host_of_vm.clear();
+            b.carrier.clear();
+            b.place_of_vm.clear();
+            for (host, vm) in &vms {
+                b.learn_vm(Some(host), vm, &self.worker_subnets);
+            }
+            b.refreshed = true;
+            info!(
+                vms = vms.len(),
+                pairs = b.carrier.len(),
+                "nested-macvlan: node VMs' ports read"
+            );
+            Ok(())
+        })
+    }
+
+    fn listed_owner(&self) -> Option<&'static str> {
+        Some(kuryr_types::constants::DEVICE_OWNER)
+    }
+
+    fn pool_view(&self, port: Port) -> Option<Port> {
+        // Ours: unbound, naming a port as its device (a bound port is a bare-metal pool's, an
+        // unbound one naming nothing a nested-vlan port not on its trunk yet).
+        (port.binding_host_id.is_empty() && !port.device_id.is_empty()).then_some(port)
+    }
+
+    fn vif<'a>(
+        &'a self,
+        nets: &'a NetCache,
+        port: &'a Port,
+        _ovs_bridge: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vif, Error>> {
+        Box::pin(nets.vif_macvlan(port))
+    }
+}
