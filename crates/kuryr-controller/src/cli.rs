@@ -184,6 +184,16 @@ fn pool_source(
                     attach,
                 )))
             }
+            (pool::PoolMode::Neutron, "nested-macvlan") => {
+                let attach =
+                    AddressPairs::new(neutron.clone(), nodes(), workers, settings.pair_update_attempts);
+                Arc::new(pool::source::Pooled(pool::VifPool::with_attachment(
+                    settings,
+                    neutron.clone(),
+                    metrics.clone(),
+                    attach,
+                )))
+            }
             (pool::PoolMode::Neutron, _) => Arc::new(pool::source::Pooled(pool::VifPool::new(
                 settings,
                 neutron.clone(),

@@ -13,6 +13,7 @@ use kuryr_openstack::{BoxFuture, Port, PortCreate};
 use kuryr_types::vif::Vif;
 
 use super::{Error, netcache::NetCache};
+use crate::drivers::PodTarget;
 
 /// See the module documentation.
 pub trait Attachment: Send + Sync {
@@ -25,10 +26,11 @@ pub trait Attachment: Send + Sync {
         Box::pin(async { Ok(()) })
     }
 
-    /// Where a port of `host`'s pods must be, when the driver decides it rather than the
-    /// subnet driver: `(network, subnets)` (macvlan: the VM port's own subnet, the only one
-    /// whose traffic the VM's interface carries untagged). After [`Attachment::prepare`].
-    fn placement(&self, _host: &str) -> Option<(String, Vec<String>)> {
+    /// What a port of `host`'s pods must be, when the driver decides it rather than the
+    /// drivers of the target: macvlan puts it on the VM port's own subnet (the only one whose
+    /// traffic the VM's interface carries untagged) with no security groups (its port has no
+    /// port security). After [`Attachment::prepare`].
+    fn place(&self, _host: &str, _target: &PodTarget) -> Option<PodTarget> {
         None
     }
 
@@ -56,6 +58,13 @@ pub trait Attachment: Send + Sync {
     /// pure pool state keys pools by `binding_host_id` and recognises pool ports by
     /// `device_owner = compute:kuryr`: nested mode maps a subport onto its trunk's node.
     fn pool_view(&self, port: Port) -> Option<Port>;
+
+    /// Its ports' VIFs are active from the start (never bound: Neutron keeps them DOWN, so
+    /// nothing is waited for), and their `device_id` is the driver's (not a pod's with
+    /// `port_debug`).
+    fn unbound_ports(&self) -> bool {
+        false
+    }
 
     /// The VIF of a taken port.
     fn vif<'a>(

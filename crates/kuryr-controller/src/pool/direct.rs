@@ -59,10 +59,9 @@ impl Direct {
 
     async fn acquire_one(&self, req: &PortRequest<'_>) -> Result<Acquired, Error> {
         self.attach.prepare(req.host).await?;
-        let (network_id, subnet_ids) = self
-            .attach
-            .placement(req.host)
-            .unwrap_or_else(|| (req.target.network_id.clone(), req.target.subnet_ids.clone()));
+        let placed = self.attach.place(req.host, req.target);
+        let target = placed.as_ref().unwrap_or(req.target);
+        let (network_id, subnet_ids) = (target.network_id.clone(), target.subnet_ids.clone());
         let pending = lock(&self.pending).get(&req.pod).cloned();
         let port = match pending {
             Some(p) if p.network_id == network_id => p,
@@ -74,7 +73,7 @@ impl Direct {
                     port_create(
                         &self.settings,
                         &key,
-                        &req.target.security_groups,
+                        &target.security_groups,
                         subnet_ids,
                         debug.then(|| req.pod.to_string()),
                         debug.then(|| req.pod_uid.to_string()),

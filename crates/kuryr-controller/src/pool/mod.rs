@@ -241,9 +241,12 @@ impl VifPool {
         req: &PortRequest<'_>,
         max_wait: Duration,
     ) -> Result<Option<Acquired>, Error> {
-        self.remember_subnets(req.target);
-        let key = PoolKey::new(req.host, &req.target.project_id, &req.target.network_id);
-        let sgs = SgSet::new(req.target.security_groups.iter().cloned());
+        self.attach.prepare(req.host).await?;
+        let placed = self.attach.place(req.host, req.target);
+        let target = placed.as_ref().unwrap_or(req.target);
+        self.remember_subnets(target);
+        let key = PoolKey::new(req.host, &target.project_id, &target.network_id);
+        let sgs = SgSet::new(target.security_groups.iter().cloned());
         let mut rx = self.changed.subscribe();
         let deadline = Instant::now() + max_wait;
         loop {
@@ -336,7 +339,9 @@ impl VifPool {
             let name = req.pod.to_string();
             if port.name != name {
                 update.name = Some(name);
-                update.device_id = Some(req.pod_uid.to_string());
+                if !self.attach.unbound_ports() {
+                    update.device_id = Some(req.pod_uid.to_string());
+                }
             }
         }
         if update != PortUpdate::default() {
@@ -355,8 +360,11 @@ impl VifPool {
             .attach
             .vif(&self.nets, &port, self.settings.ovs_bridge.as_deref())
             .await?;
-        // A pooled port may have been ACTIVE for its previous pod: the activation loop decides.
-        vif.active = Some(false);
+        // A pooled port may have been ACTIVE for its previous pod: the activation loop decides
+        // (unless its ports are never bound, and their VIFs active from the start).
+        if !self.attach.unbound_ports() {
+            vif.active = Some(false);
+        }
         Ok(Acquired { port, vif })
     }
 
@@ -371,6 +379,9 @@ impl VifPool {
         target: &PodTarget,
         count: Option<u32>,
     ) -> Result<u32, Error> {
+        self.attach.prepare(host).await?;
+        let placed = self.attach.place(host, target);
+        let target = placed.as_ref().unwrap_or(target);
         self.remember_subnets(target);
         let key = PoolKey::new(host, &target.project_id, &target.network_id);
         let sgs = SgSet::new(target.security_groups.iter().cloned());

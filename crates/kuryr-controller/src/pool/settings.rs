@@ -99,6 +99,8 @@ const VALID_PAIRS: &[(&str, &str)] = &[
     ("nested-vlan", "nested"),
     // Upstream's combination: a port per pod, its pairs added to the VM's port.
     ("nested-macvlan", "noop"),
+    // kuryr-rs's: pooled ports, their pairs on their VM's port already.
+    ("nested-macvlan", "nested"),
 ];
 
 fn multi_settings(config: &kuryr_config::Config) -> Result<Option<MultiSettings>, SettingsError> {
@@ -125,7 +127,7 @@ fn multi_settings(config: &kuryr_config::Config) -> Result<Option<MultiSettings>
         if !VALID_PAIRS.contains(&(vif.as_str(), pool.as_str())) {
             return Err(SettingsError::Multi(format!(
                 "{vif}:{pool} does not go together (kuryr-rs serves neutron-vif from neutron or noop pools, \
-                 nested-vlan from nested pools, nested-macvlan from noop)"
+                 nested-vlan from nested pools, nested-macvlan from noop or nested pools)"
             )));
         }
     }
@@ -168,10 +170,10 @@ impl PoolSettings {
                 ));
             }
             "neutron" => PoolMode::Neutron,
-            "nested" if vif != "nested-vlan" => {
+            "nested" if !in_vm => {
                 return Err(mismatch(
-                    "nested pools hold trunk subports, for pod_vif_driver = nested-vlan only \
-                     (nested-macvlan ports come from vif_pool_driver = noop, as upstream)",
+                    "nested pools hold ports of node VMs: pod_vif_driver = nested-vlan (trunk subports) or \
+                     nested-macvlan (ports allowed on the VM's port)",
                 ));
             }
             "nested" => PoolMode::Neutron,
@@ -256,7 +258,7 @@ mod tests {
     }
 
     #[test]
-    fn nested_macvlan_is_served_by_noop_as_upstream() {
+    fn nested_macvlan_is_served_by_noop_as_upstream_or_by_nested_pools() {
         let c = conf(
             "[kubernetes]\nvif_pool_driver = noop\npod_vif_driver = nested-macvlan\n\
              [pod_vif_nested]\nworker_nodes_subnets = w\nrev_update_attempts = 5\n",
@@ -266,13 +268,14 @@ mod tests {
         assert_eq!(s.vif_driver, "nested-macvlan");
         assert_eq!(s.pair_update_attempts, 5);
         assert_eq!(s.nested.as_deref(), Some(&["w".to_string()][..]));
-        for pool in ["nested", "neutron"] {
-            let c = conf(&format!(
-                "[kubernetes]\nvif_pool_driver = {pool}\npod_vif_driver = nested-macvlan\n"
-            ));
-            let e = PoolSettings::from_config(&c).expect_err(pool).to_string();
-            assert!(e.contains("noop"), "{e}");
-        }
+        let c = conf("[kubernetes]\nvif_pool_driver = neutron\npod_vif_driver = nested-macvlan\n");
+        let e = PoolSettings::from_config(&c).expect_err("neutron").to_string();
+        assert!(e.contains("noop"), "{e}");
+        let c = conf("[kubernetes]\nvif_pool_driver = nested\npod_vif_driver = nested-macvlan\n");
+        assert_eq!(
+            PoolSettings::from_config(&c).expect("pooled").mode,
+            PoolMode::Neutron
+        );
         let c = conf(
             "[kubernetes]\nvif_pool_driver = multi_pool\n[vif_pool]\n\
              vif_pool_mapping = nested-macvlan:noop,nested-vlan:nested,neutron-vif:neutron\n\
@@ -282,7 +285,7 @@ mod tests {
         assert_eq!(s.multi.expect("multi").mapping["nested-macvlan"], "noop");
         assert!(s.nested.is_some());
         let c = conf(
-            "[kubernetes]\nvif_pool_driver = multi_pool\n[vif_pool]\nvif_pool_mapping = nested-macvlan:nested,neutron-vif:neutron\n",
+            "[kubernetes]\nvif_pool_driver = multi_pool\n[vif_pool]\nvif_pool_mapping = nested-macvlan:neutron,neutron-vif:neutron\n",
         );
         assert!(PoolSettings::from_config(&c).is_err());
     }
@@ -315,7 +318,8 @@ mod tests {
     fn rejects_unknown_driver_and_insane_pools() {
         let e = PoolSettings::from_config(&conf("[kubernetes]\nvif_pool_driver = nested\n")).unwrap_err();
         assert!(
-            e.to_string().contains("for pod_vif_driver = nested-vlan only"),
+            e.to_string()
+                .contains("pod_vif_driver = nested-vlan (trunk subports) or nested-macvlan"),
             "{e}"
         );
         let e = PoolSettings::from_config(&conf("[kubernetes]\nvif_pool_driver = multi\n")).unwrap_err();

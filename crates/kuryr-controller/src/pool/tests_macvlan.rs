@@ -6,7 +6,7 @@
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use kuryr_core::pool::PodKey;
+use kuryr_core::pool::{InUseRef, PodKey};
 use kuryr_openstack::{
     Neutron, PortCreate, PortUpdate,
     fake::{FakeNeutron, FaultKind},
@@ -21,6 +21,7 @@ use super::{
         nested::{NodeAddresses, TrunkSubports},
     },
     direct::Direct,
+    source::Pooled,
     source::PortSource,
     *,
 };
@@ -132,8 +133,9 @@ async fn pods_ports_are_unbound_name_their_vm_and_are_allowed_on_its_port() {
     let got = futures::future::join_all(names.iter().map(|n| c.acquire(&d, n, "vm-1"))).await;
     let got: Vec<Acquired> = got.into_iter().map(|r| r.expect("acquire")).collect();
     for a in &got {
-        assert!(a.port.binding_host_id.is_empty(), "never bound");
-        assert_eq!(a.port.device_id, c.vm_port, "names its VM's port");
+        let port = c.fake.port(&a.port.id).expect("in Neutron");
+        assert!(port.binding_host_id.is_empty(), "never bound");
+        assert_eq!(port.device_id, c.vm_port, "names its VM's port");
         assert_eq!(
             a.port.extra.get("port_security_enabled"),
             Some(&serde_json::json!(false)),
@@ -284,4 +286,96 @@ async fn a_macvlan_pod_is_placed_on_its_vms_subnet_whatever_the_subnet_driver_sa
     assert_eq!(a.port.fixed_ips[0].subnet_id, c.workers, "on the VM's subnet");
     assert!(a.port.fixed_ips[0].ip_address.starts_with("10.20.0."));
     assert!(c.pairs().contains(&c.pod_pair(&a.port.id)));
+}
+
+impl Cloud {
+    /// The pooled variant (`vif_pool_driver = nested`, a kuryr-rs addition).
+    fn pool(&self) -> Arc<VifPool> {
+        let settings = PoolSettings {
+            nested: Some(vec![self.workers.clone()]),
+            vif_driver: "nested-macvlan".into(),
+            ..super::tests::settings(PoolMode::Neutron)
+        };
+        VifPool::with_attachment(
+            settings,
+            Arc::new(self.fake.clone()),
+            Arc::new(crate::metrics::Metrics::default()),
+            self.attach(),
+        )
+    }
+}
+
+#[tokio::test]
+async fn pooled_macvlan_ports_are_allowed_per_bulk_and_taken_without_a_write() {
+    let c = cloud().await;
+    let pool = Arc::new(Pooled(c.pool()));
+    let (bulks, updates) = (
+        c.fake.calls(ops::PORT_BULK_CREATE),
+        c.fake.calls(ops::PORT_UPDATE),
+    );
+    let a = c.acquire_from(&pool, "a").await;
+    assert_eq!(c.fake.calls(ops::PORT_BULK_CREATE), bulks + 1, "one bulk");
+    assert_eq!(
+        c.fake.calls(ops::PORT_UPDATE),
+        updates + 1,
+        "one pair update per bulk"
+    );
+    assert_eq!(
+        c.pairs().len(),
+        4,
+        "3 pooled ports and the operator's: {:?}",
+        c.pairs()
+    );
+    assert_eq!(a.vif.kind, VifKind::MacvlanNested);
+    assert_eq!(a.vif.active, Some(true), "nothing to wait for");
+    let writes = c.fake.calls(ops::PORT_UPDATE) + c.fake.calls(ops::PORT_BULK_CREATE);
+    let b = c.acquire_from(&pool, "b").await;
+    assert_eq!(
+        c.fake.calls(ops::PORT_UPDATE) + c.fake.calls(ops::PORT_BULK_CREATE),
+        writes,
+        "the hot path writes nothing"
+    );
+    assert_ne!(a.port.id, b.port.id);
+    // Released: back to the pool, its pair stays.
+    pool.release(&PodKey::new("ns", "a"), std::slice::from_ref(&a.port.id))
+        .await
+        .expect("release");
+    assert!(c.fake.port(&a.port.id).is_some());
+    assert!(c.pairs().contains(&c.pod_pair(&a.port.id)));
+
+    // A new controller finds the pooled ports on their VM's node again, without a write.
+    let writes = c.fake.calls(ops::PORT_UPDATE) + c.fake.calls(ops::PORT_BULK_CREATE);
+    let pool2 = Arc::new(Pooled(c.pool()));
+    let refs = vec![InUseRef {
+        pod: PodKey::new("ns", "b"),
+        host: "vm-1".into(),
+        port_id: b.port.id.clone(),
+    }];
+    let report = pool2.recover(refs).await.expect("recover");
+    assert_eq!(report.in_use.len(), 1, "{report:?}");
+    assert_eq!(report.available.len(), 2, "{report:?}");
+    assert!(report.to_delete.is_empty(), "{report:?}");
+    let again = c.acquire_from(&pool2, "c").await;
+    assert_ne!(again.port.id, b.port.id);
+    assert_eq!(
+        c.fake.calls(ops::PORT_UPDATE) + c.fake.calls(ops::PORT_BULK_CREATE),
+        writes,
+        "recovered and served without a write"
+    );
+}
+
+impl Cloud {
+    async fn acquire_from(&self, source: &Pooled, pod: &str) -> Acquired {
+        let req = PortRequest {
+            pod: PodKey::new("ns", pod),
+            pod_uid: "uid",
+            host: "vm-1",
+            target: &self.target,
+        };
+        source
+            .acquire(&req, Duration::from_secs(5))
+            .await
+            .expect("acquire")
+            .expect("a port")
+    }
 }

@@ -13,7 +13,7 @@
 //!
 //! The pod port is never bound (the VM port carries its traffic); it names its VM's port in
 //! `device_id`, which tells it from the unbound ports of other drivers in a mixed cluster. It is
-//! always on the subnet of its VM's port ([`Attachment::placement`]): the pod's frames leave
+//! always on the subnet of its VM's port ([`Attachment::place`]): the pod's frames leave
 //! the VM untagged, on the VM's network, whatever the subnet driver says (upstream required
 //! `pod_subnet` to be that subnet; a pod elsewhere had no working network).
 
@@ -35,7 +35,13 @@ use super::{
     Attachment,
     nested::{NodeAddresses, nested_err, ports_of_node_ip},
 };
-use crate::pool::{Error, lock, netcache::NetCache};
+use crate::{
+    drivers::PodTarget,
+    pool::{Error, lock, netcache::NetCache},
+};
+
+/// `binding:vif_type` of a macvlan pod port as the pools see it (Neutron's is `unbound`).
+const MACVLAN_VIEW: &str = "macvlan";
 
 /// A pair as the books key it ([`AddressPair::key`]).
 type PairKey = (String, String);
@@ -279,9 +285,15 @@ impl Attachment for AddressPairs {
         Box::pin(async move { self.vm_port_for(host).await.map(|_| ()) })
     }
 
-    fn placement(&self, host: &str) -> Option<(String, Vec<String>)> {
+    fn place(&self, host: &str, target: &PodTarget) -> Option<PodTarget> {
         let b = lock(&self.books);
-        b.place_of_vm.get(b.vm_of_host.get(host)?).cloned()
+        let (network_id, subnet_ids) = b.place_of_vm.get(b.vm_of_host.get(host)?)?.clone();
+        Some(PodTarget {
+            network_id,
+            subnet_ids,
+            security_groups: Vec::new(),
+            ..target.clone()
+        })
     }
 
     fn create_body(&self, host: &str, mut body: PortCreate) -> PortCreate {
@@ -313,6 +325,13 @@ impl Attachment for AddressPairs {
                 }
             }
             let result = self.change(&vm, PairChange::Add(pairs)).await;
+            if result.is_ok() {
+                // As the pools see them ([`Attachment::pool_view`]): on their VM's node.
+                for p in ports.iter_mut() {
+                    p.binding_host_id = host.to_string();
+                    p.binding_vif_type = MACVLAN_VIEW.into();
+                }
+            }
             if let Err(Error::AddressPairs { why, .. }) = &result
                 && why.contains("reading it")
                 && why.contains("not found")
@@ -406,14 +425,27 @@ impl Attachment for AddressPairs {
         })
     }
 
+    fn unbound_ports(&self) -> bool {
+        true
+    }
+
     fn listed_owner(&self) -> Option<&'static str> {
         Some(kuryr_types::constants::DEVICE_OWNER)
     }
 
-    fn pool_view(&self, port: Port) -> Option<Port> {
+    fn pool_view(&self, mut port: Port) -> Option<Port> {
         // Ours: unbound, naming a port as its device (a bound port is a bare-metal pool's, an
-        // unbound one naming nothing a nested-vlan port not on its trunk yet).
-        (port.binding_host_id.is_empty() && !port.device_id.is_empty()).then_some(port)
+        // unbound one naming nothing a nested-vlan port not on its trunk yet). Shown on the node
+        // of the VM it names; naming no VM of a node: unbound as the pools see it (deferred
+        // while young, deleted when old and nobody's).
+        if !port.binding_host_id.is_empty() || port.device_id.is_empty() {
+            return None;
+        }
+        if let Some(host) = lock(&self.books).host_of_vm.get(&port.device_id) {
+            port.binding_host_id = host.clone();
+            port.binding_vif_type = MACVLAN_VIEW.into();
+        }
+        Some(port)
     }
 
     fn vif<'a>(
