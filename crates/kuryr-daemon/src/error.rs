@@ -108,8 +108,23 @@ impl OpError {
         }
     }
 
+    /// A binding failure that is the KuryrPort's, not the daemon's: it asks for a VIF class
+    /// this node has no driver for (a macvlan VIF on a node that is not a VM).
+    fn unsupported_vif(&self) -> bool {
+        matches!(
+            self,
+            Self::Binding {
+                source: BindingError::Unsupported(_),
+                ..
+            }
+        )
+    }
+
     /// The metric label of this error.
     pub fn kind(&self) -> &'static str {
+        if self.unsupported_vif() {
+            return "bad_vif";
+        }
         match self {
             Self::Invalid(_) | Self::NoNetns(_) => "invalid",
             Self::PodGone(_) => "pod_gone",
@@ -131,11 +146,15 @@ impl OpError {
     /// daemon: counting it made the liveness probe restart the daemon again and again, and
     /// every pod of the node with it, over one bad object.
     pub fn is_internal(&self) -> bool {
-        matches!(self, Self::Binding { .. } | Self::State(_))
+        matches!(self, Self::Binding { .. } | Self::State(_)) && !self.unsupported_vif()
     }
 
     /// The CNI error body (upstream codes: 4 bad parameters, 3 pod gone, 11 timeout, 999 other).
     pub fn to_cni(&self) -> CniError {
+        if self.unsupported_vif() {
+            // As a VIF that cannot be read: the controller's to fix, the runtime asks again.
+            return CniError::new(ErrorCode::TryAgainLater, self.to_string()).with_details(error_chain(self));
+        }
         match self {
             Self::Invalid(e) => e.clone(),
             Self::NoNetns(_) => CniError::new(ErrorCode::InvalidEnvironment, self.to_string()),
@@ -187,6 +206,24 @@ mod tests {
     /// A VIF that cannot be wired is bad input in a KuryrPort: the runtime tries again (the
     /// controller rewrites what it cannot read), and it does not count towards the daemon's
     /// failure limit (the liveness probe would restart the daemon over one bad object).
+    #[test]
+    fn a_vif_class_without_a_driver_here_is_the_kuryrports_fault() {
+        let e = OpError::Binding {
+            container_id: "c".into(),
+            ifname: "eth0".into(),
+            source: BindingError::Unsupported("VIFMacvlanNested (not a VM node)".into()),
+        };
+        assert!(!e.is_internal());
+        assert_eq!(e.kind(), "bad_vif");
+        assert_eq!(kuryr_cni_api::daemon::http_status_for(e.to_cni().code), 504);
+        let e = OpError::Binding {
+            container_id: "c".into(),
+            ifname: "eth0".into(),
+            source: BindingError::Injected("netlink".into()),
+        };
+        assert!(e.is_internal(), "a failed wiring is the daemon's");
+    }
+
     #[test]
     fn a_bad_vif_is_retried_and_not_a_daemon_failure() {
         let e = OpError::Spec {

@@ -120,11 +120,16 @@ async fn on_the_host(topo: &Topo, os: &Os) {
         direct.committed(pod);
         assert_eq!(a.vif.kind, VifKind::MacvlanNested);
         assert_eq!(a.vif.active, Some(true));
-        assert!(a.port.binding_host_id.is_empty(), "never bound");
-        assert_eq!(a.port.device_id, vm_port, "names its VM's port");
+        let port = neutron.get_port(&a.port.id).await.expect("the pod's port");
+        assert!(port.binding_host_id.is_empty(), "never bound");
+        assert_eq!(port.device_id, vm_port, "names its VM's port");
         assert!(
-            a.port.security_groups.is_empty(),
+            port.security_groups.is_empty(),
             "no port security on a macvlan pod's port"
+        );
+        assert_eq!(
+            port.extra.get("port_security_enabled"),
+            Some(&serde_json::json!(false))
         );
     }
     let now = pairs_of(&neutron.get_port(&vm_port).await.expect("VM port")).expect("pairs");

@@ -104,6 +104,8 @@ struct Pool {
 
 #[derive(Debug, Default)]
 struct State {
+    /// How long each call takes (0: answered at once).
+    latency: std::time::Duration,
     networks: BTreeMap<String, Network>,
     subnets: BTreeMap<String, Subnet>,
     ports: BTreeMap<String, Port>,
@@ -263,6 +265,11 @@ impl FakeNeutron {
         }
     }
 
+    /// Every call from now on takes `latency` (a slow Neutron: lets concurrent callers meet).
+    pub fn set_latency(&self, latency: std::time::Duration) {
+        self.lock().latency = latency;
+    }
+
     /// The next `count` calls of `op` (an [`ops`] name) fail with `kind`.
     pub fn fail_next(&self, op: &'static str, count: u32, kind: FaultKind) {
         self.lock().faults.push(Fault {
@@ -371,6 +378,10 @@ impl FakeNeutron {
         F: FnOnce(&mut State) -> Result<T> + Send + 'a,
     {
         Box::pin(observed(self.observer.as_ref(), op, async move {
+            let latency = self.lock().latency;
+            if !latency.is_zero() {
+                tokio::time::sleep(latency).await;
+            }
             let mut st = self.lock();
             *st.calls.entry(op).or_default() += 1;
             if let Some(i) = st.faults.iter().position(|f| f.op == op && f.remaining > 0) {

@@ -379,3 +379,48 @@ impl Cloud {
             .expect("a port")
     }
 }
+
+#[tokio::test]
+async fn pods_going_away_still_make_room_on_a_full_vm_port() {
+    let c = cloud().await;
+    let attach = c.attach();
+    let create = PortCreate {
+        network_id: c.target.network_id.clone(),
+        subnet_ids: c.target.subnet_ids.clone(),
+        ..PortCreate::default()
+    };
+    let mut ports = c.fake.create_ports_bulk(&vec![create; 12]).await.expect("ports");
+    // The operator's pair and 9 pods: Neutron's limit of 10.
+    attach.attach("vm-1", &mut ports[..9]).await.expect("9 fit");
+    assert_eq!(c.pairs().len(), 10);
+    let ids: Vec<String> = ports.iter().map(|p| p.id.clone()).collect();
+    attach.refresh().await.expect("the VM ports read (as the janitor does)");
+    // Slow Neutron: while pod 1's removal is written, pod 0's removal and three new pods queue
+    // behind it and meet in one batch, which does not fit (9 - 1 + 3 > 10).
+    c.fake.set_latency(Duration::from_millis(40));
+    let (mut a, mut b, mut d) = (
+        vec![ports[9].clone()],
+        vec![ports[10].clone()],
+        vec![ports[11].clone()],
+    );
+    let first = attach.detach(std::slice::from_ref(&ids[1]));
+    let later = async {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::join!(
+            attach.detach(std::slice::from_ref(&ids[0])),
+            attach.attach("vm-1", &mut a),
+            attach.attach("vm-1", &mut b),
+            attach.attach("vm-1", &mut d),
+        )
+    };
+    let (r1, (r0, ra, rb, rd)) = tokio::join!(first, later);
+    r1.expect("pod 1 went");
+    r0.expect("pod 0 went too: its removal was written without the adds");
+    for r in [ra, rb, rd] {
+        let e = r.expect_err("the new pods did not fit together");
+        assert!(crate::error_chain(&e).contains("max_allowed_address_pair"), "{e}");
+    }
+    let pairs = c.pairs();
+    assert_eq!(pairs.len(), 8, "the operator's and 7 pods: {pairs:?}");
+    assert!(!pairs.contains(&c.pod_pair(&ids[0])) && !pairs.contains(&c.pod_pair(&ids[1])));
+}

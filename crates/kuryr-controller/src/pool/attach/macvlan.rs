@@ -95,9 +95,44 @@ impl Books {
     }
 }
 
-/// A failed update as every waiter of its batch gets it: the reason, and whether trying again
-/// may help.
-type Shared = Result<(), (String, bool)>;
+/// A failed update as every waiter of its batch gets it.
+#[derive(Debug, Clone)]
+struct Failure {
+    /// What failed.
+    why: String,
+    /// Trying again may help (Neutron unreachable, revision races).
+    retryable: bool,
+    /// The VM's port is gone (its node was recreated): look it up again.
+    vm_gone: bool,
+}
+
+impl Failure {
+    fn of(what: &str, e: &kuryr_openstack::Error) -> Self {
+        let mut why = format!("{what}: {}", crate::error_chain(e));
+        if matches!(e, kuryr_openstack::Error::BadRequest { kind, .. } if kind == "AllowedAddressPairExhausted")
+        {
+            why.push_str(
+                " (each pod of a VM is one pair of its port: raise Neutron's max_allowed_address_pair, \
+                 10 by default)",
+            );
+        }
+        Failure {
+            why,
+            retryable: e.is_retryable(),
+            vm_gone: e.is_not_found(),
+        }
+    }
+
+    fn into_error(self, vm: &str) -> Error {
+        Error::AddressPairs {
+            vm_port: vm.to_string(),
+            why: self.why,
+            retryable: self.retryable,
+        }
+    }
+}
+
+type Shared = Result<(), Failure>;
 
 /// The changes queued for one VM port, and who writes them.
 #[derive(Default)]
@@ -169,7 +204,7 @@ impl AddressPairs {
     }
 
     /// Queues `change` for `vm`'s pairs and returns once an update containing it is done.
-    async fn change(&self, vm: &str, change: PairChange) -> Result<(), Error> {
+    async fn change(&self, vm: &str, change: PairChange) -> Shared {
         let q = self.queue(vm);
         let (tx, rx) = oneshot::channel();
         lock(&q.pending).push((change, tx));
@@ -178,50 +213,61 @@ impl AddressPairs {
             // Everything queued until now, ours included unless an earlier writer took it.
             let batch = std::mem::take(&mut *lock(&q.pending));
             if !batch.is_empty() {
-                let changes: Vec<PairChange> = batch.iter().map(|(c, _)| c.clone()).collect();
-                let result = self.write(vm, &changes).await;
-                debug!(
-                    vm_port = vm,
-                    changes = changes.len(),
-                    ok = result.is_ok(),
-                    "allowed address pairs written"
-                );
-                for (_, tx) in batch {
-                    let _ = tx.send(result.clone());
-                }
+                self.write_batch(vm, batch).await;
             }
         }
-        let shared = rx
-            .await
-            .unwrap_or_else(|_| Err(("the update was abandoned (its writer was cancelled)".into(), true)));
-        shared.map_err(|(why, retryable)| Error::AddressPairs {
-            vm_port: vm.to_string(),
-            why,
-            retryable,
+        rx.await.unwrap_or_else(|_| {
+            Err(Failure {
+                why: "the update was abandoned (its writer was cancelled)".into(),
+                retryable: true,
+                vm_gone: false,
+            })
         })
+    }
+
+    /// Writes a batch and answers its waiters. A batch Neutron refuses as a whole (a full VM
+    /// port) is written again with its removals only, so pods going away still make room.
+    async fn write_batch(&self, vm: &str, batch: Vec<(PairChange, oneshot::Sender<Shared>)>) {
+        let changes: Vec<PairChange> = batch.iter().map(|(c, _)| c.clone()).collect();
+        let result = self.write(vm, &changes).await;
+        debug!(
+            vm_port = vm,
+            changes = changes.len(),
+            ok = result.is_ok(),
+            "allowed address pairs written"
+        );
+        let is_removal = |c: &PairChange| matches!(c, PairChange::Remove(_));
+        let mixed = changes.iter().any(is_removal) && !changes.iter().all(is_removal);
+        let removals_result = match &result {
+            Err(f) if mixed && !f.retryable && !f.vm_gone => {
+                let removals: Vec<PairChange> = changes.iter().filter(|c| is_removal(c)).cloned().collect();
+                Some(self.write(vm, &removals).await)
+            }
+            _ => None,
+        };
+        for (c, tx) in batch {
+            let answer = match &removals_result {
+                Some(r) if is_removal(&c) => r.clone(),
+                _ => result.clone(),
+            };
+            let _ = tx.send(answer);
+        }
     }
 
     /// One revision-guarded read-modify-write of `vm`'s pairs with `changes`, tried again
     /// after a revision conflict.
     async fn write(&self, vm: &str, changes: &[PairChange]) -> Shared {
-        let fail = |what: &str, e: &kuryr_openstack::Error| {
-            let mut why = format!("{what}: {}", crate::error_chain(e));
-            if matches!(e, kuryr_openstack::Error::BadRequest { kind, .. } if kind == "AllowedAddressPairExhausted")
-            {
-                why.push_str(
-                    " (each pod of a VM is one pair of its port: raise Neutron's max_allowed_address_pair, \
-                     10 by default)",
-                );
-            }
-            (why, e.is_retryable())
-        };
         for attempt in 1..=self.attempts {
             let port = self
                 .neutron
                 .get_port(vm)
                 .await
-                .map_err(|e| fail("reading it", &e))?;
-            let current = pairs_of(&port).map_err(|e| (e.to_string(), false))?;
+                .map_err(|e| Failure::of("reading it", &e))?;
+            let current = pairs_of(&port).map_err(|e| Failure {
+                why: e.to_string(),
+                retryable: false,
+                vm_gone: false,
+            })?;
             let Some(new) = apply(&current, changes) else {
                 lock(&self.books).carried(vm, &current);
                 return Ok(());
@@ -239,13 +285,14 @@ impl AddressPairs {
                 Err(e @ kuryr_openstack::Error::Conflict { .. }) if attempt < self.attempts => {
                     warn!(vm_port = vm, attempt, error = %crate::error_chain(&e), "VM port changed meanwhile: reading it again");
                 }
-                Err(e) => return Err(fail("updating it", &e)),
+                Err(e) => return Err(Failure::of("updating it", &e)),
             }
         }
-        Err((
-            format!("still changed by someone else after {} tries", self.attempts),
-            true,
-        ))
+        Err(Failure {
+            why: format!("still changed by someone else after {} tries", self.attempts),
+            retryable: true,
+            vm_gone: false,
+        })
     }
 
     /// The pairs of `ids` (from the books, else read from Neutron).
@@ -324,24 +371,25 @@ impl Attachment for AddressPairs {
                     b.attached.insert(p.id.clone(), pod_pairs(p));
                 }
             }
-            let result = self.change(&vm, PairChange::Add(pairs)).await;
-            if result.is_ok() {
-                // As the pools see them ([`Attachment::pool_view`]): on their VM's node.
-                for p in ports.iter_mut() {
-                    p.binding_host_id = host.to_string();
-                    p.binding_vif_type = MACVLAN_VIEW.into();
+            match self.change(&vm, PairChange::Add(pairs)).await {
+                Ok(()) => {
+                    // As the pools see them ([`Attachment::pool_view`]): on their VM's node.
+                    for p in ports.iter_mut() {
+                        p.binding_host_id = host.to_string();
+                        p.binding_vif_type = MACVLAN_VIEW.into();
+                    }
+                    Ok(())
+                }
+                Err(f) => {
+                    if f.vm_gone {
+                        // The VM's port is gone (the node was recreated): look it up again.
+                        let mut b = lock(&self.books);
+                        b.vm_of_host.remove(host);
+                        b.host_of_vm.remove(&vm);
+                    }
+                    Err(f.into_error(&vm))
                 }
             }
-            if let Err(Error::AddressPairs { why, .. }) = &result
-                && why.contains("reading it")
-                && why.contains("not found")
-            {
-                // The VM's port is gone (the node was recreated): look it up again next time.
-                let mut b = lock(&self.books);
-                b.vm_of_host.remove(host);
-                b.host_of_vm.remove(&vm);
-            }
-            result
         })
     }
 
@@ -365,8 +413,12 @@ impl Attachment for AddressPairs {
             }
             let mut first = None;
             for (vm, pairs) in by_vm {
-                if let Err(e) = self.change(&vm, PairChange::Remove(pairs)).await {
-                    first.get_or_insert(e);
+                match self.change(&vm, PairChange::Remove(pairs)).await {
+                    // A VM port that is gone carries no pair any more.
+                    Err(f) if !f.vm_gone => {
+                        first.get_or_insert(f.into_error(&vm));
+                    }
+                    _ => {}
                 }
             }
             if let Some(e) = first {
