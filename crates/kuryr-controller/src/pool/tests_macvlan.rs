@@ -394,7 +394,10 @@ async fn pods_going_away_still_make_room_on_a_full_vm_port() {
     attach.attach("vm-1", &mut ports[..9]).await.expect("9 fit");
     assert_eq!(c.pairs().len(), 10);
     let ids: Vec<String> = ports.iter().map(|p| p.id.clone()).collect();
-    attach.refresh().await.expect("the VM ports read (as the janitor does)");
+    attach
+        .refresh()
+        .await
+        .expect("the VM ports read (as the janitor does)");
     // Slow Neutron: while pod 1's removal is written, pod 0's removal and three new pods queue
     // behind it and meet in one batch, which does not fit (9 - 1 + 3 > 10).
     c.fake.set_latency(Duration::from_millis(40));
