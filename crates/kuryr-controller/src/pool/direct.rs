@@ -1,5 +1,6 @@
 //! [`Direct`]: upstream's `noop` pool driver — no pools: one port is created for each pod when
-//! it needs one (a single-port request) and deleted when the pod releases it. A port created for
+//! it needs one (the creations of pods starting at once go out as one bulk request:
+//! [`Creates`]) and deleted when the pod releases it. A port created for
 //! a pod whose KuryrPort does not reference it yet is remembered, so a retry gets the same port
 //! and a release (or the janitor) does not leak it. The pod VIF driver's
 //! [`Attachment`] makes a port usable on its node: bound to it (`neutron-vif`), or its pairs
@@ -19,6 +20,7 @@ use tracing::{info, warn};
 use super::{
     Acquired, Error, PoolSettings, PortRequest, VifPool,
     attach::{Attachment, Bound},
+    coalesce::Creates,
     delete_port_id, janitor, list_cluster_ports, lock,
     netcache::NetCache,
     port_create,
@@ -32,6 +34,8 @@ pub struct Direct {
     neutron: Arc<dyn Neutron>,
     nets: NetCache,
     attach: Arc<dyn Attachment>,
+    /// Creations of pods starting at once go out together.
+    creates: Creates,
     /// Ports created for pods whose KuryrPort does not reference them yet.
     pending: Mutex<HashMap<PodKey, Port>>,
 }
@@ -53,6 +57,7 @@ impl Direct {
             settings,
             neutron,
             attach,
+            creates: Creates::default(),
             pending: Mutex::default(),
         })
     }
@@ -79,17 +84,14 @@ impl Direct {
                         debug.then(|| req.pod_uid.to_string()),
                     ),
                 );
-                let created = self
-                    .neutron
-                    .create_ports_bulk(std::slice::from_ref(&create))
+                let mut port = self
+                    .creates
+                    .create(&*self.neutron, create)
                     .await
                     .map_err(|source| Error::CreatePort {
                         pool: key.to_string(),
                         source,
                     })?;
-                let mut port = created.into_iter().next().ok_or_else(|| Error::EmptyCreate {
-                    pool: key.to_string(),
-                })?;
                 if let Err(e) = self
                     .attach
                     .attach(req.host, std::slice::from_mut(&mut port))

@@ -22,6 +22,7 @@
 //! [`manager`] (the pool manager API on a unix socket).
 
 pub mod attach;
+mod coalesce;
 pub mod direct;
 mod error;
 pub mod exec;
@@ -38,6 +39,8 @@ mod settle;
 pub mod source;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_coalesce;
 #[cfg(test)]
 mod tests_macvlan;
 #[cfg(test)]
