@@ -209,18 +209,8 @@ impl Netlink {
         mtu: Option<u32>,
         into: &impl AsRawFd,
     ) -> Result<(), NetlinkError> {
-        let mut b = LinkVlan::new(name, parent, vlan_id)
-            .address(mac.to_vec())
-            .setns_by_fd(into.as_raw_fd());
-        if let Some(m) = mtu {
-            b = b.mtu(m);
-        }
-        self.handle
-            .link()
-            .add(b.build())
-            .execute()
-            .await
-            .map_err(Self::req("add vlan", name))
+        let b = LinkVlan::new(name, parent, vlan_id);
+        self.add_child_into(b, "add vlan", name, mac, mtu, into).await
     }
 
     /// Creates macvlan `name` (bridge mode) of link `parent` with `mac` and `mtu`, directly in
@@ -233,9 +223,22 @@ impl Netlink {
         mtu: Option<u32>,
         into: &impl AsRawFd,
     ) -> Result<(), NetlinkError> {
-        let mut b = LinkMacVlan::new(name, parent, MacVlanMode::Bridge)
-            .address(mac.to_vec())
-            .setns_by_fd(into.as_raw_fd());
+        let b = LinkMacVlan::new(name, parent, MacVlanMode::Bridge);
+        self.add_child_into(b, "add macvlan", name, mac, mtu, into).await
+    }
+
+    /// Creates the link of `b` (a child of another link) with `mac` and `mtu` directly in the
+    /// namespace of `into`.
+    async fn add_child_into<T>(
+        &self,
+        b: LinkMessageBuilder<T>,
+        what: &'static str,
+        name: &str,
+        mac: [u8; 6],
+        mtu: Option<u32>,
+        into: &impl AsRawFd,
+    ) -> Result<(), NetlinkError> {
+        let mut b = b.address(mac.to_vec()).setns_by_fd(into.as_raw_fd());
         if let Some(m) = mtu {
             b = b.mtu(m);
         }
@@ -244,7 +247,7 @@ impl Netlink {
             .add(b.build())
             .execute()
             .await
-            .map_err(Self::req("add macvlan", name))
+            .map_err(Self::req(what, name))
     }
 
     /// Renames link `index` (down) from `from` to `to`.

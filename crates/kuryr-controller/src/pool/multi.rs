@@ -141,6 +141,24 @@ impl Multi {
     }
 
     /// The pools that know one of `port_ids` (hand it out or pool it).
+    /// The source a release goes to: the one that knows the ports, else the one that served
+    /// the pod, else (after a restart) the node's driver's when the node is known, else the
+    /// default driver's.
+    async fn releasing(&self, pod: &PodKey, host: Option<&str>, port_ids: &[String]) -> &Arc<dyn PortSource> {
+        let served = lock(&self.served).remove(pod);
+        if let Some(s) = self
+            .knowing(port_ids)
+            .or_else(|| served.and_then(|d| self.sources.get(&d)))
+        {
+            return s;
+        }
+        let by_node = match host {
+            Some(h) => self.driver_of(h).await.ok().and_then(|d| self.sources.get(&d)),
+            None => None,
+        };
+        by_node.unwrap_or_else(|| self.default_source())
+    }
+
     fn knowing(&self, port_ids: &[String]) -> Option<&Arc<dyn PortSource>> {
         self.sources
             .values()
@@ -186,12 +204,10 @@ impl PortSource for Multi {
 
     fn release<'a>(&'a self, pod: &'a PodKey, port_ids: &'a [String]) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
-            let served = lock(&self.served).remove(pod);
-            let source = self
-                .knowing(port_ids)
-                .or_else(|| served.and_then(|d| self.sources.get(&d)))
-                .unwrap_or_else(|| self.default_source());
-            source.release(pod, port_ids).await
+            self.releasing(pod, None, port_ids)
+                .await
+                .release(pod, port_ids)
+                .await
         })
     }
 
@@ -202,19 +218,10 @@ impl PortSource for Multi {
         port_ids: &'a [String],
     ) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
-            let served = lock(&self.served).remove(pod);
-            let source = match self
-                .knowing(port_ids)
-                .or_else(|| served.and_then(|d| self.sources.get(&d)))
-            {
-                Some(s) => s,
-                // After a restart: by the node's driver (a node gone: the default's).
-                None => match self.driver_of(host).await {
-                    Ok(d) => self.sources.get(&d).unwrap_or_else(|| self.default_source()),
-                    Err(_) => self.default_source(),
-                },
-            };
-            source.release(pod, port_ids).await
+            self.releasing(pod, Some(host), port_ids)
+                .await
+                .release(pod, port_ids)
+                .await
         })
     }
 

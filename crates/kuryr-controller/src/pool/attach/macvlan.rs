@@ -46,10 +46,6 @@ const MACVLAN_VIEW: &str = "macvlan";
 /// A pair as the books key it ([`AddressPair::key`]).
 type PairKey = (String, String);
 
-fn key(p: &AddressPair) -> PairKey {
-    p.key()
-}
-
 #[derive(Default)]
 struct Books {
     /// Node → its VM's port.
@@ -90,7 +86,7 @@ impl Books {
     fn carried(&mut self, vm: &str, pairs: &[AddressPair]) {
         self.carrier.retain(|_, v| v != vm);
         for p in pairs {
-            self.carrier.insert(key(p), vm.to_string());
+            self.carrier.insert(p.key(), vm.to_string());
         }
     }
 }
@@ -168,23 +164,6 @@ impl AddressPairs {
             books: Mutex::default(),
             queues: Mutex::default(),
         })
-    }
-
-    /// The pairs the VM port of `host` carries, as this controller last saw them (tests,
-    /// `kuryrctl`-style inspection).
-    pub fn carried_by_host(&self, host: &str) -> Vec<(String, String)> {
-        let b = lock(&self.books);
-        let Some(vm) = b.vm_of_host.get(host) else {
-            return Vec::new();
-        };
-        let mut out: Vec<PairKey> = b
-            .carrier
-            .iter()
-            .filter(|(_, v)| *v == vm)
-            .map(|(k, _)| k.clone())
-            .collect();
-        out.sort();
-        out
     }
 
     /// The VM port of `host` (read once per node).
@@ -406,7 +385,7 @@ impl Attachment for AddressPairs {
             {
                 let b = lock(&self.books);
                 for p in pairs.iter().flat_map(|(_, p)| p) {
-                    if let Some(vm) = b.carrier.get(&key(p)) {
+                    if let Some(vm) = b.carrier.get(&p.key()) {
                         by_vm.entry(vm.clone()).or_default().push(p.clone());
                     }
                 }
