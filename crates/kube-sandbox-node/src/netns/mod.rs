@@ -1,5 +1,10 @@
-//! Named network namespaces under /var/run/netns (created like a CRI runtime does, with
-//! `ip netns`) and binding sockets inside a namespace from a short-lived dedicated OS thread.
+//! Named network namespaces under /var/run/netns (created in-process like a CRI runtime does,
+//! in [`named`], in iproute2's layout) and binding sockets inside a namespace from a
+//! short-lived dedicated OS thread.
+
+mod named;
+
+pub use named::{create, delete};
 
 use std::{
     net::{Ipv4Addr, SocketAddr, TcpListener, UdpSocket},
@@ -14,22 +19,30 @@ pub const NETNS_DIR: &str = "/var/run/netns";
 /// Errors of namespace operations.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// `ip` could not be run.
-    #[error("cannot run `ip {args}`")]
-    RunIp {
-        /// Arguments.
-        args: String,
+    /// A namespace name that is not one path component.
+    #[error("invalid netns name {0:?}: it must be one path component")]
+    Name(String),
+    /// Creating a named namespace failed at `step`.
+    #[error("cannot create netns {path}: {step}")]
+    Create {
+        /// Path.
+        path: PathBuf,
+        /// What was being done.
+        step: &'static str,
         /// Cause.
         #[source]
         source: std::io::Error,
     },
-    /// `ip` failed.
-    #[error("`ip {args}` failed: {stderr}")]
-    IpFailed {
-        /// Arguments.
-        args: String,
-        /// Its stderr.
-        stderr: String,
+    /// Deleting a named namespace failed at `step`.
+    #[error("cannot delete netns {path}: {step}")]
+    Delete {
+        /// Path.
+        path: PathBuf,
+        /// What was being done.
+        step: &'static str,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
     },
     /// The namespace file could not be opened.
     #[error("cannot open netns {path}")]
@@ -75,44 +88,6 @@ pub fn path(name: &str) -> PathBuf {
 /// Whether the named namespace exists.
 pub fn exists(name: &str) -> bool {
     path(name).exists()
-}
-
-async fn ip(args: &[&str]) -> Result<(), Error> {
-    let joined = args.join(" ");
-    let out = tokio::process::Command::new("ip")
-        .args(args)
-        .output()
-        .await
-        .map_err(|source| Error::RunIp {
-            args: joined.clone(),
-            source,
-        })?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(Error::IpFailed {
-            args: joined,
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        })
-    }
-}
-
-/// Creates the named namespace and brings `lo` up inside it.
-pub async fn create(name: &str) -> Result<(), Error> {
-    ip(&["netns", "add", name]).await?;
-    if let Err(e) = ip(&["-n", name, "link", "set", "lo", "up"]).await {
-        let _ = delete(name).await;
-        return Err(e);
-    }
-    Ok(())
-}
-
-/// Deletes the named namespace; a missing one is not an error.
-pub async fn delete(name: &str) -> Result<(), Error> {
-    if !exists(name) {
-        return Ok(());
-    }
-    ip(&["netns", "delete", name]).await
 }
 
 /// Sockets bound inside a namespace.
