@@ -11,7 +11,9 @@
 //! VMs and drivers, between a VM and a bare-metal-style node, in one namespace and across two —
 //! probed from inside the pods' network namespaces (in the VMs through `sandbox/vm exec`); a
 //! Service over pods on all three kinds of node answers on its Octavia VIP from a VM's pod and
-//! from node-1's, by VM backends among others.
+//! from node-1's, by VM backends among others; a NetworkPolicy admitting ingress from one
+//! namespace only is enforced on a VLAN subport pod of a VM (the policy's security groups on the
+//! subport, OVN's ACLs on its logical port), then lifted.
 
 mod common;
 
@@ -22,10 +24,12 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, ResourceExt, api::ListParams};
 use kuryr_e2e::{
     cluster::{Cluster, repo_root, run},
+    netpol,
     neutron::sdk_query,
     pods, services,
 };
 use kuryr_types::{KuryrPort, vif::VifKind};
+use serde_json::json;
 
 const NAMESPACES: [&str; 2] = ["nested-a", "nested-b"];
 
@@ -95,6 +99,61 @@ async fn probe_on_host(cluster: &Cluster, client: &kube::Client, ip: &str, targe
     }
 }
 
+/// Whether the pod with address `from_ip` on `node` (a VM or node-1) reaches `to_ip`, answered
+/// by the pod named `to_name`.
+async fn reaches(
+    cluster: &Cluster,
+    client: &kube::Client,
+    node: &str,
+    from_ip: &str,
+    to_ip: &str,
+    to_name: &str,
+) -> bool {
+    let targets = [format!("tcp:{to_ip}:{}", pods::POD_PORT)];
+    let out = if node.starts_with("vm-") {
+        probe_from(cluster, node, from_ip, &targets)
+    } else {
+        probe_on_host(cluster, client, from_ip, &targets).await
+    };
+    out.lines()
+        .any(|l| l.contains(&format!("{to_ip}:")) && l.contains("connected") && l.contains(to_name))
+}
+
+/// One claim of the policy section: (what, source node, source IP, target IP, target name,
+/// whether it must connect).
+type Claim<'a> = (&'a str, &'a str, &'a str, &'a str, &'a str, bool);
+
+/// Waits until every claim holds (each probe a real connection); panics with the ones that do
+/// not after `within`.
+async fn until_claims(
+    cluster: &Cluster,
+    client: &kube::Client,
+    claims: &[Claim<'_>],
+    within: Duration,
+) -> Duration {
+    let t0 = std::time::Instant::now();
+    loop {
+        let mut wrong = Vec::new();
+        for (what, node, from, to, name, want) in claims {
+            if reaches(cluster, client, node, from, to, name).await != *want {
+                wrong.push(format!(
+                    "{what} (want {})",
+                    if *want { "connected" } else { "refused" }
+                ));
+            }
+        }
+        if wrong.is_empty() {
+            return t0.elapsed();
+        }
+        assert_or_logs(
+            cluster,
+            t0.elapsed() < within,
+            format!("after {} s: {wrong:#?}", t0.elapsed().as_secs()),
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 const SUBPORTS: &str = r#"
 import json, os, sys, openstack
 conn = openstack.connect(cloud=os.environ.get("OS_CLOUD", "kuryr-sandbox"))
@@ -137,6 +196,7 @@ async fn pods_on_vm_nodes_get_vlan_subports_and_talk() {
         o.vm_nodes = 2;
         o.vm_macvlan = 1;
         o.services = true;
+        o.policies = true;
     });
     let client = check(&cluster, "client", cluster.client().await);
     let vms: Vec<String> = cluster
@@ -320,4 +380,129 @@ async fn pods_on_vm_nodes_get_vlan_subports_and_talk() {
             ),
         );
     }
+
+    // NetworkPolicy: nested-b admits ingress only from namespace nested-a. Its target here is
+    // nested-b's VLAN subport pod on vm-1 (and node-1's pod, as the control); macvlan pods are
+    // sources only: their traffic passes their VM port's groups, not per-pod ones. And as a
+    // source a macvlan pod is admitted by every policy whatever its namespace: its address is
+    // on the worker nodes' subnet, which isolated pods always admit (kubelet probes come from
+    // there, as upstream) — so nested-b's macvlan pod still reaches nested-b's VLAN pod
+    // (docs/nested-plan.md).
+    let at = |ns: &str, node: &str| -> (String, String, String) {
+        let i = keys
+            .iter()
+            .position(|(n, name)| n == ns && name == &format!("p-{node}"))
+            .unwrap_or_else(|| panic!("no pod p-{node} in {ns}"));
+        pod_ips[i].clone()
+    };
+    let (a_vm1, a_vm2, a_host) = (
+        at(NAMESPACES[0], "vm-1"),
+        at(NAMESPACES[0], "vm-2"),
+        at(NAMESPACES[0], "node-1"),
+    );
+    let (b_vm1, b_vm2, b_host) = (
+        at(NAMESPACES[1], "vm-1"),
+        at(NAMESPACES[1], "vm-2"),
+        at(NAMESPACES[1], "node-1"),
+    );
+    check(
+        &cluster,
+        "label nested-a",
+        netpol::label_namespace(&client, NAMESPACES[0], "side", "a").await,
+    );
+    check(
+        &cluster,
+        "policy",
+        netpol::apply_policy(
+            &client,
+            NAMESPACES[1],
+            "only-from-a",
+            json!({"podSelector": {}, "policyTypes": ["Ingress"],
+                   "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"side": "a"}}}]}]}),
+        )
+        .await,
+    );
+    let enforced: [Claim<'_>; 6] = [
+        (
+            "nested-a vm-1 (vlan) -> nested-b vm-1 (vlan)",
+            &a_vm1.0,
+            &a_vm1.1,
+            &b_vm1.1,
+            &b_vm1.2,
+            true,
+        ),
+        (
+            "nested-a vm-2 (macvlan) -> nested-b vm-1 (vlan)",
+            &a_vm2.0,
+            &a_vm2.1,
+            &b_vm1.1,
+            &b_vm1.2,
+            true,
+        ),
+        (
+            "nested-a node-1 -> nested-b vm-1 (vlan)",
+            &a_host.0,
+            &a_host.1,
+            &b_vm1.1,
+            &b_vm1.2,
+            true,
+        ),
+        (
+            "nested-b node-1 -> nested-b vm-1 (vlan)",
+            &b_host.0,
+            &b_host.1,
+            &b_vm1.1,
+            &b_vm1.2,
+            false,
+        ),
+        (
+            "nested-b vm-2 (macvlan, on the worker nodes' subnet) -> nested-b vm-1 (vlan)",
+            &b_vm2.0,
+            &b_vm2.1,
+            &b_vm1.1,
+            &b_vm1.2,
+            true,
+        ),
+        (
+            "nested-b vm-1 (vlan) -> nested-b node-1",
+            &b_vm1.0,
+            &b_vm1.1,
+            &b_host.1,
+            &b_host.2,
+            false,
+        ),
+    ];
+    let took = until_claims(&cluster, &client, &enforced, Duration::from_secs(120)).await;
+    println!(
+        "NetworkPolicy enforced on the VM pods after {} ms",
+        took.as_millis()
+    );
+    check(
+        &cluster,
+        "delete policy",
+        netpol::delete_policy(&client, NAMESPACES[1], "only-from-a").await,
+    );
+    let lifted: [Claim<'_>; 2] = [
+        (
+            "nested-b node-1 -> nested-b vm-1 (vlan), policy gone",
+            &b_host.0,
+            &b_host.1,
+            &b_vm1.1,
+            &b_vm1.2,
+            true,
+        ),
+        (
+            "nested-b vm-1 (vlan) -> nested-b node-1, policy gone",
+            &b_vm1.0,
+            &b_vm1.1,
+            &b_host.1,
+            &b_host.2,
+            true,
+        ),
+    ];
+    let took = until_claims(&cluster, &client, &lifted, Duration::from_secs(120)).await;
+    println!(
+        "NetworkPolicy lifted on the VM pods after {} ms",
+        took.as_millis()
+    );
 }
