@@ -140,7 +140,6 @@ impl Multi {
         Ok(self.sources.get(&d).unwrap_or_else(|| self.default_source()))
     }
 
-    /// The pools that know one of `port_ids` (hand it out or pool it).
     /// The source a release goes to: the one that knows the ports, else the one that served
     /// the pod, else (after a restart) the node's driver's when the node is known, else the
     /// default driver's.
@@ -152,13 +151,13 @@ impl Multi {
         {
             return s;
         }
-        let by_node = match host {
-            Some(h) => self.driver_of(h).await.ok().and_then(|d| self.sources.get(&d)),
-            None => None,
-        };
-        by_node.unwrap_or_else(|| self.default_source())
+        match host {
+            Some(h) => self.source_of(h).await.unwrap_or_else(|_| self.default_source()),
+            None => self.default_source(),
+        }
     }
 
+    /// The pools that know one of `port_ids` (hand it out or pool it).
     fn knowing(&self, port_ids: &[String]) -> Option<&Arc<dyn PortSource>> {
         self.sources
             .values()
