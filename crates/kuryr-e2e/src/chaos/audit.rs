@@ -2,7 +2,9 @@
 //! the outside (Kubernetes through the API, Neutron and Octavia through openstacksdk), by the
 //! cluster tag. A finding is a leak (a tagged resource nothing owns), a duplicate (one resource
 //! owned twice, or one owner holding two), or something stuck (a pod not Ready, a deletion that
-//! does not end, a load balancer not ACTIVE). [`classify`] is pure, so its rules are unit-tested.
+//! does not end, a load balancer not ACTIVE). The nodes' switches are read too ([`wiring`]): a
+//! switch port left for a pod whose device is gone is a leak. [`classify`] is pure, so its rules
+//! are unit-tested.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
@@ -12,7 +14,9 @@ use kube::{Api, Client, ResourceExt, api::ListParams};
 use kuryr_types::{KuryrLoadBalancer, KuryrPort};
 use serde::Deserialize;
 
+use super::wiring::{self, OvsIface};
 use crate::{
+    cluster::NodeInfo,
     error::{Error, Result},
     neutron::{NeutronPort, ports_tagged, sdk_query},
     services::{OctaviaLb, lbs_tagged},
@@ -85,6 +89,8 @@ pub struct Observed {
     pub lbs: Vec<OctaviaLb>,
     /// Tagged floating IPs.
     pub fips: Vec<FloatingIp>,
+    /// The plugged interfaces of the nodes' switches.
+    pub ovs: Vec<OvsIface>,
 }
 
 /// One pod's state.
@@ -121,7 +127,7 @@ fn kube_err(what: &str) -> impl FnOnce(kube::Error) -> Error + '_ {
 }
 
 /// Reads everything (blocking calls run on the blocking pool).
-pub async fn observe(client: &Client, tag: &str) -> Result<Observed> {
+pub async fn observe(client: &Client, tag: &str, switches: &[NodeInfo]) -> Result<Observed> {
     let lp = ListParams::default();
     let now = jiff::Timestamp::now();
     let since = |t: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>| {
@@ -222,11 +228,17 @@ pub async fn observe(client: &Client, tag: &str) -> Result<Observed> {
     }
     o.nodes = nodes.items.iter().map(ResourceExt::name_any).collect();
     let tag = tag.to_string();
-    let (ports, lbs, fips) = tokio::task::spawn_blocking(move || {
+    let switches = switches.to_vec();
+    let (ports, lbs, fips, ovs) = tokio::task::spawn_blocking(move || {
+        let mut ovs = Vec::new();
+        for n in &switches {
+            ovs.extend(wiring::read_node(n)?);
+        }
         Ok::<_, Error>((
             ports_tagged(&tag)?,
             lbs_tagged(&tag)?,
             sdk_query::<FloatingIp>("floating IP query", FIP_SCRIPT, &[&tag])?,
+            ovs,
         ))
     })
     .await
@@ -237,6 +249,7 @@ pub async fn observe(client: &Client, tag: &str) -> Result<Observed> {
     o.ports = ports;
     o.lbs = lbs;
     o.fips = fips;
+    o.ovs = ovs;
     Ok(o)
 }
 
@@ -379,6 +392,13 @@ pub fn classify(o: &Observed, limits: Limits) -> Findings {
             ));
         }
     }
+    // Switch ports of pods that are gone (their device went with the pod's namespace).
+    for i in o.ovs.iter().filter(|i| i.device_gone) {
+        f.leaked.push(format!(
+            "switch port {} on {} (Neutron port {}): its device is gone, the port was never unplugged",
+            i.name, i.node, i.iface_id
+        ));
+    }
     let fip_ids: BTreeSet<&str> = o.klbs.values().filter_map(|(_, f)| f.as_deref()).collect();
     for ip in &o.fips {
         if !fip_ids.contains(ip.id.as_str()) {
@@ -440,6 +460,30 @@ mod tests {
         let f = classify(&o, limits());
         assert!(f.clean(), "{f:?}");
         assert_eq!(f.pooled["node-1"], 1);
+    }
+
+    #[test]
+    fn a_switch_port_whose_device_is_gone_is_a_leak() {
+        let mut o = Observed::default();
+        o.nodes.insert("node-1".into());
+        o.pods.insert("a/p".into(), ready_pod("node-1"));
+        o.kuryrports.insert("a/p".into(), vec!["p1".into()]);
+        o.ports = vec![port("p1", "node-1", "")];
+        let iface = |name: &str, id: &str, gone: bool| OvsIface {
+            node: "node-1".into(),
+            name: name.into(),
+            iface_id: id.into(),
+            device_gone: gone,
+        };
+        o.ovs = vec![iface("tapp1", "p1", false)];
+        assert!(classify(&o, limits()).clean());
+        o.ovs.push(iface("tapold", "p9", true));
+        let f = classify(&o, limits());
+        assert_eq!(f.leaked.len(), 1, "{f:?}");
+        assert!(
+            f.leaked[0].contains("tapold on node-1 (Neutron port p9)"),
+            "{f:?}"
+        );
     }
 
     #[test]

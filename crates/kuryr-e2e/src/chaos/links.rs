@@ -262,10 +262,12 @@ fn client(
                 } else {
                     p.failures += 1;
                     p.failing = true;
-                    if p.why.len() < 3
-                        && let Err(why) = outcome
-                    {
-                        p.why.push(why);
+                    if let Err(why) = outcome {
+                        // Each one logged with its time, to line it up with the sandbox's logs.
+                        tracing::info!(from = %pods[me].label, to = %peer.label, %why, "chaos: probe unanswered");
+                        if p.why.len() < 3 {
+                            p.why.push(why);
+                        }
                     }
                 }
             }

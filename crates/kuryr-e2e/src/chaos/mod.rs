@@ -13,6 +13,7 @@ pub mod netdiag;
 pub mod proxy;
 pub mod report;
 pub mod sandbox_logs;
+pub mod wiring;
 
 use std::{
     sync::{Arc, Mutex},
@@ -23,7 +24,7 @@ use kube::Client;
 use tracing::{info, warn};
 
 use crate::{
-    cluster::{Cluster, repo_root},
+    cluster::{Cluster, NodeInfo, repo_root},
     error::Result,
     pods,
     soak::SoakPod,
@@ -165,11 +166,16 @@ fn start_probe(peers: &[SoakPod], snapshots: &Arc<Snapshots>) -> LinkProbe {
 
 /// Polls the audit until it is clean or `timeout` passes; the last findings and when they
 /// became clean.
-async fn converge(client: &Client, cfg: &ChaosConfig, since: Instant) -> (Findings, Option<Duration>) {
+async fn converge(
+    client: &Client,
+    nodes: &[NodeInfo],
+    cfg: &ChaosConfig,
+    since: Instant,
+) -> (Findings, Option<Duration>) {
     let deadline = Instant::now() + cfg.converge_timeout;
     let mut last = Findings::default();
     loop {
-        match audit::observe(client, &cfg.tag).await {
+        match audit::observe(client, &cfg.tag, nodes).await {
             Ok(o) => {
                 last = audit::classify(&o, cfg.limits);
                 if last.clean() {
@@ -256,7 +262,7 @@ pub async fn run(
                     (String::new(), Some(crate::error_chain(&e)))
                 }
             };
-            let (findings, converged_after) = converge(&client, cfg, fault_end).await;
+            let (findings, converged_after) = converge(&client, &cluster.nodes, cfg, fault_end).await;
             if let Some(rest) = cfg.min_window.checked_sub(fault_start.elapsed()) {
                 tokio::time::sleep(rest).await;
             }
