@@ -11,7 +11,10 @@ use std::{
 };
 
 use futures::StreamExt;
-use kuryr_core::{config::POOL_PORT_NAME, pool::PopulateRequest};
+use kuryr_core::{
+    config::POOL_PORT_NAME,
+    pool::{LostPort, PopulateRequest},
+};
 use tracing::{debug, info, warn};
 
 use super::{Error, VifPool, lock};
@@ -187,7 +190,10 @@ impl VifPool {
 
     /// After a bulk creation timed out: waits for Neutron to finish it, then adopts this
     /// cluster's ports of the pool that the state does not know as available (without this
-    /// they would wait for the janitor's minimum age).
+    /// they would wait for the janitor's minimum age). When the pool has closed meanwhile (its
+    /// node gone, its network deleted), they are deleted instead: nothing would ever hand them
+    /// out (found by the chaos suite's `node-lost` on a slow CI machine: 10 ports of a node
+    /// deleted 4 minutes earlier, kept until the janitor).
     async fn adopt_lost_ports(self: &Arc<Self>, key: &kuryr_core::pool::PoolKey) {
         tokio::time::sleep(ADOPT_DELAY).await;
         if self.settings.tags.is_empty() {
@@ -209,20 +215,36 @@ impl VifPool {
                 return;
             }
         };
-        let mut adopted = 0;
+        let (mut adopted, mut delete) = (0, Vec::new());
         for p in ports {
+            // A port a KuryrPort references is known (recovered or taken): left alone.
+            if self.state().port(&p.id).is_some() {
+                continue;
+            }
+            let closed = self.host_gone(&key.host) || self.state().network_closed(&key.network_id);
+            if !closed && !p.is_bound() {
+                continue;
+            }
             let sgs = kuryr_core::pool::SgSet::new(p.security_groups.iter().cloned());
-            let known = self.state().port(&p.id).is_some();
-            // A port a KuryrPort references is known (recovered or taken): never adopted.
-            if !known && p.is_bound() && self.state().adopt_available(&p.id, key.clone(), sgs) {
-                lock(&self.ports).insert(p.id.clone(), p);
-                adopted += 1;
+            match self.state().adopt_lost(&p.id, key.clone(), sgs) {
+                Some(LostPort::Adopted) => {
+                    lock(&self.ports).insert(p.id.clone(), p);
+                    adopted += 1;
+                }
+                Some(LostPort::Delete) => delete.push(p.id),
+                None => {}
             }
         }
         if adopted > 0 {
             info!(pool = %key, adopted, "ports of a timed-out bulk creation adopted");
             self.publish_stats();
             self.changed.send_modify(|v| *v += 1);
+        }
+        if !delete.is_empty() {
+            info!(pool = %key, ports = delete.len(), "ports of a timed-out bulk creation for a closed pool: deleting them");
+            if let Err(e) = self.delete_many(&delete).await {
+                warn!(pool = %key, error = %crate::error_chain(&e), "deleting them failed (the janitor retries)");
+            }
         }
     }
 
