@@ -242,6 +242,21 @@ class Check:
                         f"(want only {b}'s br-phy, {want}): the node's kernel answers on ul0 (arp_ignore)")
                 log(f"ARP {a} -> {b} ({target}): answered once, by br-phy {want}")
 
+    def step_node_routes(self):
+        """Pitfall 13: every node's vswitchd routes only by its own underlay route (it ignores
+        the namespace's kernel routes, whose re-reads on each veth change lost tunnelled packets)."""
+        for node in self.env.get("NODES", "").split():
+            i = node.split("-")[-1]
+            ctl = f"{self.env[f'NODE_{i}_OVS_RUNDIR']}/ovs-vswitchd.ctl"
+            routes = [l.strip() for l in sh(["ovs-appctl", "-t", ctl, "ovs/route/show"]).splitlines()[1:]
+                      if l.strip()]
+            net = self.env[f"NODE_{i}_UNDERLAY_IP"].rsplit(".", 1)[0] + ".0/24"
+            if len(routes) != 1 or not routes[0].startswith(f"User: {net} dev br-phy"):
+                raise CheckFailed(
+                    f"{node}'s ovs-vswitchd routes {routes} (want only 'User: {net} dev br-phy'): "
+                    f"it follows kernel routes (--disable-system-route missing) or lost its underlay route")
+            log(f"{node}: ovs-vswitchd routes only by its underlay route ({net} dev br-phy)")
+
     def tunnel_tx(self, src, dst):
         """tx_packets of chassis node-<src>'s geneve port towards node-<dst>'s underlay IP."""
         vs = ["ovs-vsctl", f"--db=unix:{self.env[f'NODE_{src}_OVS_RUNDIR']}/db.sock", "--timeout=5"]
@@ -385,7 +400,8 @@ def main():
         t = time.monotonic()
         if len(env.get("NODES", "").split()) >= 2:
             chk.step_underlay_arp()
-            timings.append(("1a underlay ARP", time.monotonic() - t))
+            chk.step_node_routes()
+            timings.append(("1a underlay ARP and routes", time.monotonic() - t))
         t = time.monotonic()
         if chk.step_nodes():
             timings.append(("1b ports+ping across node chassis", time.monotonic() - t))
