@@ -216,12 +216,13 @@ impl VifPool {
             }
         };
         let (mut adopted, mut delete) = (0, Vec::new());
+        // Unbound ports are worth keeping only in an open pool; a closed one deletes them all.
+        let closed = self.state().is_closed(&key.network_id, &key.host);
         for p in ports {
             // A port a KuryrPort references is known (recovered or taken): left alone.
             if self.state().port(&p.id).is_some() {
                 continue;
             }
-            let closed = self.host_gone(&key.host) || self.state().network_closed(&key.network_id);
             if !closed && !p.is_bound() {
                 continue;
             }

@@ -573,7 +573,7 @@ impl PoolState {
     }
 
     /// Whether the pool of `(network, host)` is closed (its network deleted or its node gone).
-    pub(super) fn is_closed(&self, network_id: &str, host: &str) -> bool {
+    pub fn is_closed(&self, network_id: &str, host: &str) -> bool {
         self.closed_networks.contains(network_id) || self.closed_hosts.contains(host)
     }
 
