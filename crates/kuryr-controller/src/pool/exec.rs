@@ -11,10 +11,7 @@ use std::{
 };
 
 use futures::StreamExt;
-use kuryr_core::{
-    config::POOL_PORT_NAME,
-    pool::{LostPort, PopulateRequest},
-};
+use kuryr_core::{config::POOL_PORT_NAME, pool::PopulateRequest};
 use tracing::{debug, info, warn};
 
 use super::{Error, VifPool, lock};
@@ -24,6 +21,10 @@ use crate::metrics::{OutcomeLabels, PoolLabels, PoolPortLabels};
 const DELETE_CONCURRENCY: usize = 5;
 /// Wait after a timed-out bulk creation before looking for the ports it made anyway.
 const ADOPT_DELAY: Duration = Duration::from_secs(30);
+/// While another population of the pool is in flight, the look is retried this often ...
+const ADOPT_RETRY: Duration = Duration::from_secs(10);
+/// ... this many times, then left to the janitor.
+const ADOPT_TRIES: u32 = 12;
 
 /// Counts one bulk creation as in flight while it lives (also when its task is cancelled).
 struct InFlight<'a>(&'a AtomicUsize);
@@ -188,65 +189,71 @@ impl VifPool {
         Err(err)
     }
 
-    /// After a bulk creation timed out: waits for Neutron to finish it, then adopts this
-    /// cluster's ports of the pool that the state does not know as available (without this
-    /// they would wait for the janitor's minimum age). When the pool has closed meanwhile (its
-    /// node gone, its network deleted), they are deleted instead: nothing would ever hand them
-    /// out (found by the chaos suite's `node-lost` on a slow CI machine: 10 ports of a node
-    /// deleted 4 minutes earlier, kept until the janitor).
+    /// After a bulk creation timed out: waits for Neutron to finish it, then settles this
+    /// cluster's ports of the pool that the state does not know, as the janitor would but
+    /// without waiting for its minimum age: bound ones back in the pool, the others — ports
+    /// whose binding never completed (Neutron stopped in the middle of the bulk), or any port
+    /// of a pool closed meanwhile (its node gone, its network deleted) — deleted at once.
+    ///
+    /// Found by the chaos suite: a bulk cut by `cloud-api-down` left ports unbound; they
+    /// were neither adopted nor deleted, nor freed when their node was deleted two minutes
+    /// later (the state never knew them), and stayed until the janitor, which skips its pass
+    /// while any population is in flight (often, under churn).
+    ///
+    /// While another population of the same pool is in flight its ports, listed but not yet
+    /// known, cannot be told from lost ones: the look is retried after it.
     async fn adopt_lost_ports(self: &Arc<Self>, key: &kuryr_core::pool::PoolKey) {
         tokio::time::sleep(ADOPT_DELAY).await;
         if self.settings.tags.is_empty() {
             // Without tags another system's ports cannot be told apart: leave them.
             return;
         }
-        let ports = match self
-            .fresh_cluster_ports("ports of a timed-out bulk creation")
-            .await
-        {
-            Ok(p) => p
-                .into_iter()
-                .filter(|p| {
-                    kuryr_core::pool::PoolKey::new(&p.binding_host_id, p.project(), &p.network_id) == *key
-                })
-                .collect::<Vec<_>>(),
-            Err(e) => {
-                warn!(pool = %key, error = %e, "looking for ports of a timed-out bulk creation failed");
-                return;
-            }
-        };
-        let (mut adopted, mut delete) = (0, Vec::new());
-        // Unbound ports are worth keeping only in an open pool; a closed one deletes them all.
-        let closed = self.state().is_closed(&key.network_id, &key.host);
-        for p in ports {
-            // A port a KuryrPort references is known (recovered or taken): left alone.
-            if self.state().port(&p.id).is_some() {
-                continue;
-            }
-            if !closed && !p.is_bound() {
-                continue;
-            }
-            let sgs = kuryr_core::pool::SgSet::new(p.security_groups.iter().cloned());
-            match self.state().adopt_lost(&p.id, key.clone(), sgs) {
-                Some(LostPort::Adopted) => {
-                    lock(&self.ports).insert(p.id.clone(), p);
-                    adopted += 1;
+        for _ in 0..ADOPT_TRIES {
+            match self.settle_lost_ports(key).await {
+                Ok(true) => return,
+                Ok(false) => {}
+                Err(e) => {
+                    warn!(pool = %key, error = %crate::error_chain(&e), "looking for ports of a timed-out bulk creation failed (the janitor settles them)");
+                    return;
                 }
-                Some(LostPort::Delete) => delete.push(p.id),
-                None => {}
             }
+            tokio::time::sleep(ADOPT_RETRY).await;
         }
-        if adopted > 0 {
-            info!(pool = %key, adopted, "ports of a timed-out bulk creation adopted");
-            self.publish_stats();
-            self.changed.send_modify(|v| *v += 1);
+        info!(pool = %key, "a population of the pool is still in flight: the janitor settles the ports of the timed-out one");
+    }
+
+    /// One look of [`VifPool::adopt_lost_ports`]: `false` when a population of the pool was
+    /// in flight (nothing done).
+    async fn settle_lost_ports(self: &Arc<Self>, key: &kuryr_core::pool::PoolKey) -> Result<bool, Error> {
+        if self.state().pool_stats(key).populating > 0 {
+            return Ok(false);
         }
+        let ports: Vec<kuryr_openstack::Port> = self
+            .fresh_cluster_ports("ports of a timed-out bulk creation")
+            .await?
+            .into_iter()
+            .filter(|p| {
+                kuryr_core::pool::PoolKey::new(&p.binding_host_id, p.project(), &p.network_id) == *key
+            })
+            .collect();
+        let (delete, adopted) = {
+            let mut st = self.state();
+            if st.pool_stats(key).populating > 0 {
+                return Ok(false);
+            }
+            // A port the state knows (handed out, pooled, being deleted) is not lost.
+            let lost: Vec<&kuryr_openstack::Port> =
+                ports.iter().filter(|p| st.port(&p.id).is_none()).collect();
+            st.adopt_orphans(&lost, Instant::now(), jiff::Timestamp::now())
+        };
+        self.take_in_adopted(&ports, &adopted, "a timed-out bulk creation");
         if !delete.is_empty() {
-            info!(pool = %key, ports = delete.len(), "ports of a timed-out bulk creation for a closed pool: deleting them");
+            info!(pool = %key, ports = ?delete, "ports of a timed-out bulk creation that are unbound or of a closed pool: deleting them");
             if let Err(e) = self.delete_many(&delete).await {
                 warn!(pool = %key, error = %crate::error_chain(&e), "deleting them failed (the janitor retries)");
             }
         }
+        Ok(true)
     }
 
     /// One pass of [`kuryr_core::pool::PoolState::tick`], executed.

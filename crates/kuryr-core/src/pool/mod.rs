@@ -49,7 +49,6 @@ pub use plan::{PoolPlan, plan};
 pub use recovery::{DeleteReason, InUseRef, RecoveryReport, orphans};
 pub use state::PoolState;
 pub use types::{
-    Decision, LostPort, PodKey, PoolError, PoolKey, PoolStats, PopulateRequest, PopulationOutcome,
-    PortAction, PortInfo, PortState, ReleaseDecision, SgSet, Take, TickOutcome, TicketId, WaitNext,
-    WaitReason,
+    Decision, PodKey, PoolError, PoolKey, PoolStats, PopulateRequest, PopulationOutcome, PortAction,
+    PortInfo, PortState, ReleaseDecision, SgSet, Take, TickOutcome, TicketId, WaitNext, WaitReason,
 };

@@ -445,6 +445,37 @@ mod tests {
     }
 
     #[test]
+    fn ports_of_a_cut_bulk_unbound_or_of_a_gone_node_are_deleted() {
+        // A bulk creation cut by a Neutron outage: some of its ports bound, some never.
+        let now = Instant::now();
+        let mut st = PoolState::new(PoolConfig::default());
+        let bound = port("bound", "w0", "ovs", "DOWN", "2026-11-22T05:00:00Z");
+        let failed = port(
+            "failed",
+            "w0",
+            VIF_TYPE_BINDING_FAILED,
+            "DOWN",
+            "2026-11-22T05:00:00Z",
+        );
+        let unbound = port("unbound", "w0", "unbound", "DOWN", "2026-11-22T05:00:00Z");
+        let (delete, adopted) = st.adopt_orphans(&[&bound, &failed, &unbound], now, wall());
+        assert_eq!(adopted, vec!["bound"]);
+        assert_eq!(delete, vec!["failed", "unbound"]);
+        // Its node is then deleted: another such port is deleted even though bound.
+        let mut gone = st.close_host("w0");
+        assert_eq!(gone, vec!["bound"]);
+        let late = port("late", "w0", "ovs", "DOWN", "2026-11-22T05:00:00Z");
+        let (d2, a2) = st.adopt_orphans(&[&late], now, wall());
+        assert!(a2.is_empty());
+        assert_eq!(d2, vec!["late"]);
+        gone.extend(delete.into_iter().chain(d2));
+        for id in &gone {
+            assert!(st.confirm_deleted(id), "{id}");
+        }
+        st.check_invariants().unwrap();
+    }
+
+    #[test]
     fn janitor_adopts_usable_orphans_and_deletes_the_rest() {
         let now = Instant::now();
         let mut st = PoolState::new(PoolConfig::default());

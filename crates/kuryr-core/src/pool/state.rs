@@ -6,8 +6,8 @@ use std::{
 };
 
 use super::{
-    Decision, LostPort, PodKey, PoolError, PoolKey, PoolStats, PopulateRequest, PopulationOutcome,
-    PortAction, PortInfo, PortState, ReleaseDecision, SgSet, Take, TickOutcome, TicketId, WaitReason, plan,
+    Decision, PodKey, PoolError, PoolKey, PoolStats, PopulateRequest, PopulationOutcome, PortAction,
+    PortInfo, PortState, ReleaseDecision, SgSet, Take, TickOutcome, TicketId, WaitReason, plan,
 };
 use crate::config::PoolConfig;
 
@@ -279,20 +279,6 @@ impl PoolState {
             return false;
         }
         self.adopt(port_id, key, sgs, PortState::Available)
-    }
-
-    /// A port of a bulk creation whose answer was lost, found later in Neutron: back in its
-    /// pool as available, or, when that pool has closed meanwhile (its node gone, its network
-    /// deleted), to be deleted (it is marked `deleting`; [`PoolState::confirm_deleted`] after).
-    /// `None` when the state already knows the port.
-    pub fn adopt_lost(&mut self, port_id: &str, key: PoolKey, sgs: SgSet) -> Option<LostPort> {
-        if self.is_closed(&key.network_id, &key.host) {
-            return self
-                .adopt(port_id, key, SgSet::default(), PortState::Deleting)
-                .then_some(LostPort::Delete);
-        }
-        self.adopt(port_id, key, sgs, PortState::Available)
-            .then_some(LostPort::Adopted)
     }
 
     /// Ports in use by `pod` (normally one).

@@ -648,37 +648,6 @@ fn populate_now_forces_a_count_within_bounds() {
 }
 
 #[test]
-fn a_lost_port_of_a_closed_pool_is_deleted_not_pooled() {
-    let mut st = PoolState::new(cfg());
-    let key = PoolKey::new("h", "p", "n");
-    let sgs = SgSet::new(["sg"]);
-    assert_eq!(
-        st.adopt_lost("x", key.clone(), sgs.clone()),
-        Some(LostPort::Adopted)
-    );
-    assert_eq!(st.adopt_lost("x", key.clone(), sgs.clone()), None, "known");
-    assert_eq!(st.pool_stats(&key).available, 1);
-    // The node goes (its pools close), then a timed-out bulk's ports turn up.
-    let mut del = st.close_host("h");
-    assert_eq!(del, vec!["x".to_string()]);
-    assert_eq!(
-        st.adopt_lost("y", key.clone(), sgs.clone()),
-        Some(LostPort::Delete)
-    );
-    assert_eq!(
-        st.adopt_lost("y", key.clone(), sgs),
-        None,
-        "already to be deleted"
-    );
-    assert_eq!(st.pool_stats(&key).available, 0);
-    del.push("y".into());
-    for id in &del {
-        assert!(st.confirm_deleted(id), "{id}");
-    }
-    st.check_invariants().unwrap();
-}
-
-#[test]
 fn adopt_available_adds_unknown_ports_only() {
     let now = Instant::now();
     let mut st = PoolState::new(cfg());

@@ -234,16 +234,6 @@ pub enum Decision {
     },
 }
 
-/// What became of a port found after its bulk creation's answer was lost
-/// ([`super::PoolState::adopt_lost`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LostPort {
-    /// Available in its pool.
-    Adopted,
-    /// Its pool is closed: to be deleted.
-    Delete,
-}
-
 /// The answer to [`super::PoolState::release`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReleaseDecision {

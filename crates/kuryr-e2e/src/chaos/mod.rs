@@ -7,6 +7,7 @@
 pub mod audit;
 pub mod churn;
 pub mod cli;
+pub mod evidence;
 pub mod faults;
 pub mod links;
 pub mod netdiag;
@@ -95,6 +96,9 @@ pub struct IterationResult {
     /// The data plane's state, taken while a pair of running pods was dark for over
     /// [`SNAPSHOT_AFTER`] ([`netdiag`]).
     pub snapshots: Vec<Snapshot>,
+    /// When the audit found something: what the controller logged about it
+    /// ([`evidence`]).
+    pub controller_log: Vec<String>,
 }
 
 /// A pair of running pods dark this long gets the data plane snapshotted (`sandbox/netdiag`).
@@ -273,6 +277,12 @@ pub async fn run(
                 }
                 _ => Vec::new(),
             };
+            let controller_log = if findings.clean() {
+                Vec::new()
+            } else {
+                let log = std::fs::read_to_string(cluster.log("controller")).unwrap_or_default();
+                evidence::matching(&log, &evidence::needles(&findings), evidence::MAX_LINES)
+            };
             let controller_end = cluster.pid("controller");
             let controller_crashed = controller_end.is_none()
                 || controller_end != controller_after_fault
@@ -290,6 +300,7 @@ pub async fn run(
                 fault_span: (fault_start_wall, fault_end_wall),
                 data_plane_log,
                 snapshots: snapshots.since(window_start),
+                controller_log,
             };
             info!(line = %report::iteration_line(&result), "chaos: iteration done");
             report.iterations.push(result);

@@ -153,6 +153,12 @@ pub fn render(report: &ChaosReport) -> String {
             if details.len() > 20 {
                 let _ = writeln!(out, "  … {} more", details.len() - 20);
             }
+            if !r.controller_log.is_empty() {
+                let _ = writeln!(out, "  what the controller logged about them:");
+                for l in &r.controller_log {
+                    let _ = writeln!(out, "    {l}");
+                }
+            }
         }
         if r.links.failures > 0 {
             let _ = writeln!(
