@@ -134,11 +134,16 @@ impl VifPool {
             return Ok(deleted);
         }
         let ports = self.cluster_ports("uninstall").await?;
+        // Ports unknown to the pool, and ports back in a pool since it was freed (a timed-out
+        // bulk's ports adopted meanwhile by `adopt_lost_ports`): only ports in use stay.
         let unknown: Vec<String> = {
             let st = self.state();
             ports
                 .iter()
-                .filter(|p| st.port(&p.id).is_none())
+                .filter(|p| {
+                    st.port(&p.id)
+                        .is_none_or(|i| !matches!(i.state, PortState::InUse(_)))
+                })
                 .map(|p| p.id.clone())
                 .collect()
         };
