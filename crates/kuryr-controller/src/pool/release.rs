@@ -124,8 +124,9 @@ impl VifPool {
     }
 
     /// Uninstall (after [`VifPool::quiesce`]): deletes the pools' ports (available and
-    /// cooling) and every port tagged for this cluster that the pool does not know at all (a
-    /// bulk creation cut off by an earlier crash, which the janitor would have found later).
+    /// cooling) and then every port tagged for this cluster that no pod uses: ones the pool
+    /// does not know at all (a bulk creation cut off by an earlier crash, which the janitor
+    /// would have found later) and ones back in a pool since it was freed.
     /// Ports in use by pods stay: they belong to their KuryrPorts. Without tags only the pools'
     /// ports are deleted (ownership cannot be proven). Returns how many ports were deleted.
     pub async fn release_for_uninstall(self: &Arc<Self>) -> Result<usize, Error> {
@@ -136,7 +137,7 @@ impl VifPool {
         let ports = self.cluster_ports("uninstall").await?;
         // Ports unknown to the pool, and ports back in a pool since it was freed (a timed-out
         // bulk's ports adopted meanwhile by `adopt_lost_ports`): only ports in use stay.
-        let unknown: Vec<String> = {
+        let leftover: Vec<String> = {
             let st = self.state();
             ports
                 .iter()
@@ -147,9 +148,9 @@ impl VifPool {
                 .map(|p| p.id.clone())
                 .collect()
         };
-        if !unknown.is_empty() {
-            info!(ports = ?unknown, "uninstall: deleting tagged ports nothing owns");
-            deleted += self.delete_many(&unknown).await?;
+        if !leftover.is_empty() {
+            info!(ports = ?leftover, "uninstall: deleting tagged ports no pod uses");
+            deleted += self.delete_many(&leftover).await?;
         }
         Ok(deleted)
     }
