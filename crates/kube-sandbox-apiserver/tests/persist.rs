@@ -23,10 +23,9 @@ use kube::{
 use kube_sandbox_apiserver::{Config, start};
 use serde_json::json;
 
+/// Below the ephemeral range: the API server restarts on this port ([`sandbox_guard::ports`]).
 fn free_addr() -> std::net::SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
+    std::net::SocketAddr::from(([127, 0, 0, 1], sandbox_guard::free_port()))
 }
 
 fn widget_crd() -> CustomResourceDefinition {

@@ -17,6 +17,7 @@ use std::{
 };
 
 use common::Sandbox;
+use sandbox_guard::free_port;
 use serde_json::{Value, json};
 
 const TOOL: &str = r#"#!/bin/bash
@@ -107,14 +108,6 @@ fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) 
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         std::thread::sleep(Duration::from_millis(200));
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[test]

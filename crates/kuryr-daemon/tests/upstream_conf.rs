@@ -20,16 +20,10 @@ use kube::{
     api::PostParams,
     config::{KubeConfigOptions, Kubeconfig},
 };
+use sandbox_guard::free_port;
 
 const DAEMON: &str = env!("CARGO_BIN_EXE_kuryr-daemon");
 const TOKEN: &str = "upstream-style-token";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap()
-}
 
 /// `(status, body)` of `GET path` on the loopback `port`.
 fn http_get(port: u16, path: &str) -> Option<(u16, String)> {

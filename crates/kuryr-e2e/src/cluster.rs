@@ -48,37 +48,10 @@ pub fn netns_exists(name: &str) -> bool {
     !name.is_empty() && Path::new("/var/run/netns").join(name).exists()
 }
 
-/// A free TCP port on the loopback for a server of the cluster, chosen **below the kernel's
-/// ephemeral range** (`net.ipv4.ip_local_port_range`). A port from that range (what binding
-/// port 0 gives) goes back to the kernel's pool while its server is down, and a restart can
-/// then find it taken as the source port of some outgoing connection — seen in the chaos
-/// suite: the API server killed and started again failed with "Address already in use" and
-/// stayed down. Real servers listen on fixed ports outside the range (6443, 9696) for the same
-/// reason.
+/// A free TCP port on the loopback for a server of the cluster, below the kernel's ephemeral
+/// range (see [`sandbox_guard::ports`] for why).
 pub fn free_port() -> u16 {
-    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|t| t.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32768);
-    let (from, to) = (20000u16, low.max(20001));
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos())
-        ^ std::process::id().rotate_left(16);
-    let span = u32::from(to - from);
-    for i in 0..span {
-        let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let port = from + ((seed.wrapping_add(k.wrapping_mul(7919)).wrapping_add(i)) % span) as u16;
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    // Everything below the range taken: a port from it is better than none.
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(0)
+    sandbox_guard::free_port()
 }
 
 /// Options of `sandbox/cluster up`.
@@ -460,20 +433,6 @@ impl Drop for Cluster {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn free_ports_are_below_the_ephemeral_range_and_differ() {
-        let low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-            .ok()
-            .and_then(|t| t.split_whitespace().next()?.parse().ok())
-            .unwrap_or(32768);
-        let ports: Vec<u16> = (0..5).map(|_| free_port()).collect();
-        for p in &ports {
-            assert!((20000..low).contains(p), "{p} (ephemeral range from {low})");
-        }
-        let distinct: std::collections::HashSet<&u16> = ports.iter().collect();
-        assert!(distinct.len() >= 4, "{ports:?}");
-    }
 
     #[test]
     fn parse_env_reads_quoted_and_plain_values() {

@@ -8,6 +8,10 @@
 //! Tests that drive the sandbox run one at a time (nextest group `sandbox`), so a crash between a
 //! guard's creation and its check happened during that test.
 
+pub mod ports;
+
+pub use ports::free_port;
+
 use std::{
     fmt,
     fs::File,

@@ -184,8 +184,7 @@ pub async fn serve_local(router: axum::Router) -> std::net::SocketAddr {
     addr
 }
 
-/// Picks a free loopback port (bind to 0, release).
+/// A free loopback address, its port below the ephemeral range ([`sandbox_guard::ports`]).
 pub fn free_port() -> std::net::SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    l.local_addr().expect("addr")
+    std::net::SocketAddr::from(([127, 0, 0, 1], sandbox_guard::free_port()))
 }

@@ -106,15 +106,10 @@ pub fn in_netns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'sta
     .expect("netns thread")
 }
 
-/// A port free (right now) on 127.0.0.1 in `ns`.
+/// A port free (right now) on 127.0.0.1 in `ns`, below the ephemeral range (a port-0 pick was
+/// taken before the daemon bound it, once in CI).
 pub fn free_port(ns: &str) -> u16 {
-    in_netns(ns, || {
-        StdTcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    })
+    in_netns(ns, sandbox_guard::free_port)
 }
 
 fn http_exchange(s: &mut impl ReadWrite, req: &str) -> Option<(u16, String)> {

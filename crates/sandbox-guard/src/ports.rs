@@ -1,0 +1,66 @@
+//! Loopback ports for the servers tests start (API server, daemons, controllers, probes),
+//! chosen **below the kernel's ephemeral range** (`net.ipv4.ip_local_port_range`).
+//!
+//! Binding port 0 and releasing it hands out a port from that range, and until the server
+//! binds it any outgoing connection of the namespace, or another test's port-0 pick, can take
+//! it: CI saw a daemon exit on "binding the metrics server on 127.0.0.1:35069: Address already
+//! in use", and the chaos suite saw a restarted API server stay down the same way. Real servers
+//! listen on fixed ports outside the range (6443, 9696) for the same reason.
+
+use std::{
+    net::TcpListener,
+    sync::atomic::{AtomicU32, Ordering},
+};
+
+/// Lowest port handed out.
+const FROM: u16 = 20000;
+
+/// First port of the kernel's ephemeral range (32768 when it cannot be read).
+pub fn ephemeral_low() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768)
+}
+
+/// A TCP port free right now on 127.0.0.1 of the calling thread's network namespace, below the
+/// ephemeral range. Successive calls in one process walk the range from a per-process start
+/// (time and pid), so two picks of one test, or of two tests running at once, rarely meet.
+pub fn free_port() -> u16 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let to = ephemeral_low().max(FROM + 1);
+    let span = u32::from(to - FROM);
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos())
+        ^ std::process::id().rotate_left(16);
+    for i in 0..span {
+        let k = NEXT.fetch_add(1, Ordering::Relaxed);
+        let offset = seed.wrapping_add(k.wrapping_mul(7919)).wrapping_add(i) % span;
+        // `offset < span <= u16::MAX`, so the conversion cannot fail.
+        let port = FROM + u16::try_from(offset).unwrap_or(0);
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    // Everything below the range taken: a port from it is better than none.
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_or(0, |a| a.port())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_ports_are_below_the_ephemeral_range_and_differ() {
+        let low = ephemeral_low();
+        let ports: Vec<u16> = (0..5).map(|_| free_port()).collect();
+        for p in &ports {
+            assert!((FROM..low).contains(p), "{p} (ephemeral range from {low})");
+        }
+        let distinct: std::collections::HashSet<&u16> = ports.iter().collect();
+        assert!(distinct.len() >= 4, "{ports:?}");
+    }
+}
