@@ -317,9 +317,10 @@ async fn kuryr_rs_runs_as_a_kubernetes_app_from_the_manifests() {
         );
     }
     check(&cluster, "pods gone", pods::wait_gone(&client, &all, READY).await);
+    let logs = common::kept_logs::LogKeeper::start(cluster.state_dir.join("nodes"), "kuryr-controller");
     let (ok, _, err) = kubectl(&cluster, &["delete", "-f", &repo_path("deploy"), "--wait=false"]);
     assert!(ok, "kubectl delete -f deploy/: {err}");
-    assert_uninstalled(&cluster, &client).await;
+    assert_uninstalled(&cluster, &client, logs).await;
 }
 
 /// The repository's `rel` path.
@@ -333,8 +334,9 @@ fn repo_path(rel: &str) -> String {
 
 /// Waits for kuryr-rs's pods to be gone, then proves nothing of it is left: no Neutron port
 /// tagged for the cluster (the pools' ports were deleted by the last controller), no file in
-/// any node's CNI directories (each daemon removed what its init container installed).
-async fn assert_uninstalled(cluster: &Cluster, client: &kube::Client) {
+/// any node's CNI directories (each daemon removed what its init container installed). A port
+/// left comes with what the controllers logged during the uninstall (`logs`, started before it).
+async fn assert_uninstalled(cluster: &Cluster, client: &kube::Client, logs: common::kept_logs::LogKeeper) {
     let started = Instant::now();
     let api: Api<Pod> = Api::namespaced(client.clone(), APP_NS);
     let lp = ListParams::default().labels("app.kubernetes.io/name=kuryr-rs");
@@ -352,11 +354,12 @@ async fn assert_uninstalled(cluster: &Cluster, client: &kube::Client) {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let ports = check(cluster, "tagged ports", neutron::ports_tagged(&cluster.tag));
+    let controller_logs = logs.stop(80);
     assert_or_logs(
         cluster,
         ports.is_empty(),
         format!(
-            "{} Neutron ports tagged {} left after the uninstall: {:?}",
+            "{} Neutron ports tagged {} left after the uninstall: {:?}\nwhat the controllers logged:\n{controller_logs}",
             ports.len(),
             cluster.tag,
             ports
@@ -654,6 +657,7 @@ async fn kuryr_rs_installs_with_helm() {
         .output()
         .expect("tools/install-helm");
     assert!(helm.status.success(), "{}", String::from_utf8_lossy(&helm.stderr));
+    let logs = common::kept_logs::LogKeeper::start(cluster.state_dir.join("nodes"), "kuryr-controller");
     let out = Command::new(String::from_utf8_lossy(&helm.stdout).trim())
         .arg("--kubeconfig")
         .arg(&cluster.kubeconfig)
@@ -666,5 +670,5 @@ async fn kuryr_rs_installs_with_helm() {
         "helm uninstall: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_uninstalled(&cluster, &client).await;
+    assert_uninstalled(&cluster, &client, logs).await;
 }

@@ -50,6 +50,24 @@ impl Findings {
             && self.stuck.is_empty()
             && self.pools_over_max.is_empty()
     }
+
+    /// The first finding with its kind (`stuck: …`) and how many there are in all: what
+    /// holds convergence back, for the iteration's line.
+    pub fn first(&self) -> Option<String> {
+        let kinds = [
+            ("leaked", &self.leaked),
+            ("duplicate", &self.duplicates),
+            ("stuck", &self.stuck),
+            ("pool over max", &self.pools_over_max),
+        ];
+        let total: usize = kinds.iter().map(|(_, v)| v.len()).sum();
+        let (kind, first) = kinds.iter().find_map(|(k, v)| v.first().map(|f| (k, f)))?;
+        Some(if total > 1 {
+            format!("{kind}: {first} (and {} more)", total - 1)
+        } else {
+            format!("{kind}: {first}")
+        })
+    }
 }
 
 /// A floating IP as the audit needs it.
@@ -208,7 +226,10 @@ pub async fn observe(client: &Client, tag: &str, switches: &[NodeInfo]) -> Resul
             .is_none_or(|ip| ip == "None" || ip.is_empty());
         let external = spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName");
         let system = s.namespace().as_deref() == Some("default") && s.name_any() == "kubernetes";
-        if !headless && !external && !system {
+        // A Service being deleted is judged by how long that takes (`deleting` above), not by
+        // its load balancer, which goes first.
+        let leaving = s.metadata.deletion_timestamp.is_some();
+        if !headless && !external && !system && !leaving {
             o.services.insert(key(s));
         }
     }
@@ -229,17 +250,29 @@ pub async fn observe(client: &Client, tag: &str, switches: &[NodeInfo]) -> Resul
     o.nodes = nodes.items.iter().map(ResourceExt::name_any).collect();
     let tag = tag.to_string();
     let switches = switches.to_vec();
+    // Each cloud query is an openstacksdk process (2–3 s of Python start-up on this machine's
+    // cores): run side by side, one audit takes about the longest of them, not their sum, so
+    // the convergence time is not stretched by the audit's own length.
     let (ports, lbs, fips, ovs) = tokio::task::spawn_blocking(move || {
-        let mut ovs = Vec::new();
-        for n in &switches {
-            ovs.extend(wiring::read_node(n)?);
-        }
-        Ok::<_, Error>((
-            ports_tagged(&tag)?,
-            lbs_tagged(&tag)?,
-            sdk_query::<FloatingIp>("floating IP query", FIP_SCRIPT, &[&tag])?,
-            ovs,
-        ))
+        std::thread::scope(|sc| {
+            let ports = sc.spawn(|| ports_tagged(&tag));
+            let lbs = sc.spawn(|| lbs_tagged(&tag));
+            let fips = sc.spawn(|| sdk_query::<FloatingIp>("floating IP query", FIP_SCRIPT, &[&tag]));
+            let mut ovs = Vec::new();
+            for n in &switches {
+                ovs.extend(wiring::read_node(n)?);
+            }
+            let joined = |what: &str| Error::Parse {
+                what: what.into(),
+                detail: "the query's thread panicked".into(),
+            };
+            Ok::<_, Error>((
+                ports.join().map_err(|_| joined("the port query"))??,
+                lbs.join().map_err(|_| joined("the load balancer query"))??,
+                fips.join().map_err(|_| joined("the floating IP query"))??,
+                ovs,
+            ))
+        })
     })
     .await
     .map_err(|e| Error::Parse {
@@ -581,5 +614,24 @@ mod tests {
             "{all}"
         );
         assert_eq!(f.pools_over_max, vec!["node-1: 3 pool ports (max 2)".to_string()]);
+    }
+
+    #[test]
+    fn the_first_finding_names_its_kind_and_how_many_others() {
+        assert_eq!(Findings::default().first(), None);
+        let f = Findings {
+            stuck: vec!["svc a/s without ACTIVE lb".into(), "pod a/p not Ready".into()],
+            pools_over_max: vec!["node-1: 3 pool ports (max 2)".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            f.first().as_deref(),
+            Some("stuck: svc a/s without ACTIVE lb (and 2 more)")
+        );
+        let f = Findings {
+            leaked: vec!["port x".into()],
+            ..Default::default()
+        };
+        assert_eq!(f.first().as_deref(), Some("leaked: port x"));
     }
 }

@@ -86,6 +86,9 @@ pub struct IterationResult {
     pub findings: Findings,
     /// From the end of the fault until the audit was clean (None: never within the timeout).
     pub converged_after: Option<Duration>,
+    /// The last audit before convergence that was not clean: when (from the fault's end) and
+    /// its first finding — what the convergence time was spent waiting for.
+    pub held_by: Option<(Duration, String)>,
     /// The controller died or changed pid outside the fault.
     pub controller_crashed: bool,
     /// When the fault began and ended (wall clock).
@@ -170,20 +173,30 @@ fn start_probe(peers: &[SoakPod], snapshots: &Arc<Snapshots>) -> LinkProbe {
 
 /// Polls the audit until it is clean or `timeout` passes; the last findings and when they
 /// became clean.
-async fn converge(
-    client: &Client,
-    nodes: &[NodeInfo],
-    cfg: &ChaosConfig,
-    since: Instant,
-) -> (Findings, Option<Duration>) {
+/// What [`converge`] saw: the last audit, when it was clean, and what the last unclean audit
+/// before it found first (when, from the fault's end).
+struct Convergence {
+    findings: Findings,
+    after: Option<Duration>,
+    held_by: Option<(Duration, String)>,
+}
+
+async fn converge(client: &Client, nodes: &[NodeInfo], cfg: &ChaosConfig, since: Instant) -> Convergence {
     let deadline = Instant::now() + cfg.converge_timeout;
     let mut last = Findings::default();
+    let mut held_by = None;
     loop {
+        // An audit takes seconds (the cloud queries): what it saw is of the moment it began.
+        let began = since.elapsed();
         match audit::observe(client, &cfg.tag, nodes).await {
             Ok(o) => {
                 last = audit::classify(&o, cfg.limits);
                 if last.clean() {
-                    return (last, Some(since.elapsed()));
+                    return Convergence {
+                        findings: last,
+                        after: Some(began),
+                        held_by,
+                    };
                 }
             }
             Err(e) => {
@@ -191,8 +204,13 @@ async fn converge(
                 last.stuck = vec![format!("audit failed: {}", crate::error_chain(&e))];
             }
         }
+        held_by = last.first().map(|f| (began, f));
         if Instant::now() >= deadline {
-            return (last, None);
+            return Convergence {
+                findings: last,
+                after: None,
+                held_by,
+            };
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
     }
@@ -266,7 +284,11 @@ pub async fn run(
                     (String::new(), Some(crate::error_chain(&e)))
                 }
             };
-            let (findings, converged_after) = converge(&client, &cluster.nodes, cfg, fault_end).await;
+            let Convergence {
+                findings,
+                after: converged_after,
+                held_by,
+            } = converge(&client, &cluster.nodes, cfg, fault_end).await;
             if let Some(rest) = cfg.min_window.checked_sub(fault_start.elapsed()) {
                 tokio::time::sleep(rest).await;
             }
@@ -296,6 +318,7 @@ pub async fn run(
                 links,
                 findings,
                 converged_after,
+                held_by,
                 controller_crashed,
                 fault_span: (fault_start_wall, fault_end_wall),
                 data_plane_log,

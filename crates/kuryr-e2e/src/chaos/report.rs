@@ -24,9 +24,14 @@ pub fn iteration_line(r: &IterationResult) -> String {
         r.links.max_outage.as_millis(),
         r.links.probes,
         r.links.failures,
-        match r.converged_after {
-            Some(d) => format!("converged after {:.1} s", d.as_secs_f64()),
-            None => "NOT converged".into(),
+        match (r.converged_after, &r.held_by) {
+            (Some(d), Some((at, what))) => format!(
+                "converged after {:.1} s (until {:.1} s: {what})",
+                d.as_secs_f64(),
+                at.as_secs_f64()
+            ),
+            (Some(d), None) => format!("converged after {:.1} s", d.as_secs_f64()),
+            (None, _) => "NOT converged".into(),
         },
         r.findings.leaked.len(),
         r.findings.stuck.len() + r.findings.pools_over_max.len(),

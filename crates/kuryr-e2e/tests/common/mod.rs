@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod kept_logs;
+
 use std::{collections::BTreeSet, time::Duration};
 
 use kuryr_e2e::{
