@@ -21,12 +21,9 @@ use kube::{
     runtime::{WatchStreamExt, watcher},
 };
 use kube_sandbox_apiserver::{Config, start};
+// Below the ephemeral range: the API server restarts on this port ([`sandbox_guard::ports`]).
+use sandbox_guard::free_addr;
 use serde_json::json;
-
-/// Below the ephemeral range: the API server restarts on this port ([`sandbox_guard::ports`]).
-fn free_addr() -> std::net::SocketAddr {
-    std::net::SocketAddr::from(([127, 0, 0, 1], sandbox_guard::free_port()))
-}
 
 fn widget_crd() -> CustomResourceDefinition {
     serde_json::from_value(json!({

@@ -50,9 +50,7 @@ pub fn netns_exists(name: &str) -> bool {
 
 /// A free TCP port on the loopback for a server of the cluster, below the kernel's ephemeral
 /// range (see [`sandbox_guard::ports`] for why).
-pub fn free_port() -> u16 {
-    sandbox_guard::free_port()
-}
+pub use sandbox_guard::free_port;
 
 /// Options of `sandbox/cluster up`.
 #[derive(Debug, Clone)]

@@ -10,7 +10,7 @@
 
 pub mod ports;
 
-pub use ports::free_port;
+pub use ports::{free_addr, free_port};
 
 use std::{
     fmt,

@@ -49,6 +49,11 @@ pub fn free_port() -> u16 {
         .map_or(0, |a| a.port())
 }
 
+/// [`free_port`] as a `127.0.0.1` socket address.
+pub fn free_addr() -> std::net::SocketAddr {
+    std::net::SocketAddr::from(([127, 0, 0, 1], free_port()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

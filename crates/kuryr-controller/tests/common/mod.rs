@@ -186,5 +186,5 @@ pub async fn serve_local(router: axum::Router) -> std::net::SocketAddr {
 
 /// A free loopback address, its port below the ephemeral range ([`sandbox_guard::ports`]).
 pub fn free_port() -> std::net::SocketAddr {
-    std::net::SocketAddr::from(([127, 0, 0, 1], sandbox_guard::free_port()))
+    sandbox_guard::free_addr()
 }

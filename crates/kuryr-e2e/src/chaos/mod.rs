@@ -171,8 +171,6 @@ fn start_probe(peers: &[SoakPod], snapshots: &Arc<Snapshots>) -> LinkProbe {
     )
 }
 
-/// Polls the audit until it is clean or `timeout` passes; the last findings and when they
-/// became clean.
 /// What [`converge`] saw: the last audit, when it was clean, and what the last unclean audit
 /// before it found first (when, from the fault's end).
 struct Convergence {
@@ -181,6 +179,7 @@ struct Convergence {
     held_by: Option<(Duration, String)>,
 }
 
+/// Polls the audit until it is clean or `timeout` passes.
 async fn converge(client: &Client, nodes: &[NodeInfo], cfg: &ChaosConfig, since: Instant) -> Convergence {
     let deadline = Instant::now() + cfg.converge_timeout;
     let mut last = Findings::default();
