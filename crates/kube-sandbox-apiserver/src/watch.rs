@@ -36,12 +36,14 @@ struct Watcher {
     ns: Option<String>,
     filter: Filter,
     table: Option<Vec<table::Column>>,
+    /// `as=PartialObjectMetadata`: each event's object reduced to its metadata.
+    metadata_only: bool,
     rewrite_version: bool,
 }
 
 impl Watcher {
     fn plain(&self) -> bool {
-        self.filter.is_empty() && self.table.is_none() && !self.rewrite_version
+        self.filter.is_empty() && self.table.is_none() && !self.metadata_only && !self.rewrite_version
     }
 
     fn line(&self, etype: &str, obj: &Value) -> Bytes {
@@ -56,6 +58,7 @@ impl Watcher {
                     event_line(etype, &obj)
                 }
             }
+            None if self.metadata_only => event_line(etype, &table::partial_object_metadata(&obj)),
             None => event_line(etype, &obj),
         }
     }
@@ -84,7 +87,7 @@ impl Watcher {
             (t, true, _) => (t, Cow::Borrowed(&*e.object)),
             _ => return None,
         };
-        if etype == e.etype && self.table.is_none() && !self.rewrite_version {
+        if etype == e.etype && self.table.is_none() && !self.metadata_only && !self.rewrite_version {
             return Some(e.line.clone());
         }
         Some(self.line(etype.as_str(), &obj))
@@ -95,11 +98,15 @@ impl Watcher {
         if initial_end {
             md["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
-        let obj = json!({
-            "kind": self.info.kind,
-            "apiVersion": self.info.api_version(&self.version),
-            "metadata": md,
-        });
+        let obj = if self.metadata_only {
+            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": md})
+        } else {
+            json!({
+                "kind": self.info.kind,
+                "apiVersion": self.info.api_version(&self.version),
+                "metadata": md,
+            })
+        };
         event_line("BOOKMARK", &obj)
     }
 }
@@ -142,6 +149,7 @@ pub fn serve(app: &Arc<App>, r: &Req) -> ApiResult<Response> {
                 .and_then(|v| v.printer_columns.as_ref());
             table::columns_for(&r.info.kind, printer)
         }),
+        metadata_only: table::wants_metadata(r.header(http::header::ACCEPT)),
         rewrite_version: (r.info.crd.is_some() && r.version != r.info.storage_version)
             || crate::events::is_events_v1(&r.info),
         filter,

@@ -210,3 +210,95 @@ async fn kube_runtime_watcher_and_reflector() -> anyhow::Result<()> {
     e.server.shutdown().await;
     Ok(())
 }
+
+/// Metadata-only reads (`Accept: …;as=PartialObjectMetadata`), as kube-rs `metadata_watcher`
+/// and client-go's metadata informers make them: the list, the watch and a get carry each
+/// object's metadata and nothing else, and a field-selected watch still sees its pods come,
+/// change (a deletion timestamp) and go.
+#[tokio::test]
+async fn metadata_only_list_watch_and_get() -> anyhow::Result<()> {
+    let e = env().await?;
+    let pods: Api<Pod> = Api::namespaced(e.client.clone(), "default");
+    let pod = |n: &str, node: &str| -> Pod {
+        serde_json::from_value(
+            json!({"metadata": {"name": n, "finalizers": ["example.com/hold"]},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}}),
+        )
+        .expect("pod")
+    };
+    pods.create(&PostParams::default(), &pod("m0", "n1")).await?;
+    pods.create(&PostParams::default(), &pod("other", "n2")).await?;
+
+    // Raw list and get: the kinds a metadata client expects, no spec.
+    let get = |path: &str, accept: &str| {
+        let req = http::Request::get(path)
+            .header("Accept", accept)
+            .body(Vec::new())
+            .expect("request");
+        let client = e.client.clone();
+        async move {
+            anyhow::Ok(serde_json::from_str::<serde_json::Value>(
+                &client.request_text(req).await?,
+            )?)
+        }
+    };
+    let list = get(
+        "/api/v1/namespaces/default/pods",
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+    )
+    .await?;
+    assert_eq!(list["kind"], "PartialObjectMetadataList");
+    assert_eq!(list["items"][0]["kind"], "PartialObjectMetadata");
+    assert!(list["items"][0].get("spec").is_none(), "{list}");
+    assert!(list["items"][0]["metadata"]["uid"].is_string());
+    let one = get(
+        "/api/v1/namespaces/default/pods/m0",
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+    )
+    .await?;
+    assert_eq!(one["kind"], "PartialObjectMetadata");
+    assert!(one.get("spec").is_none() && one.get("status").is_none(), "{one}");
+
+    for streaming in [false, true] {
+        let cfg = watcher::Config::default().fields("spec.nodeName=n1");
+        let cfg = if streaming { cfg.streaming_lists() } else { cfg };
+        let meta: Api<kube::core::PartialObjectMeta<Pod>> = Api::namespaced(e.client.clone(), "default");
+        let mut s = watcher(meta, cfg).boxed();
+        let mut seen = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let name = format!("m{}", if streaming { 2 } else { 1 });
+        let mut created = false;
+        let mut deleting = false;
+        loop {
+            let ev = tokio::time::timeout_at(deadline, s.try_next())
+                .await
+                .expect("events in time")?
+                .expect("open");
+            match ev {
+                watcher::Event::InitDone if !created => {
+                    pods.create(&PostParams::default(), &pod(&name, "n1")).await?;
+                    created = true;
+                }
+                watcher::Event::InitApply(m) | watcher::Event::Apply(m) => {
+                    let n = m.metadata.name.clone().unwrap_or_default();
+                    assert!(m.metadata.uid.is_some(), "metadata carries the uid");
+                    assert_ne!(n, "other", "the field selector applies");
+                    if n == name && m.metadata.deletion_timestamp.is_none() && !deleting {
+                        pods.delete(&name, &Default::default()).await?;
+                        deleting = true;
+                    }
+                    if n == name && m.metadata.deletion_timestamp.is_some() {
+                        seen.push(n);
+                        break;
+                    }
+                    seen.push(n);
+                }
+                _ => {}
+            }
+        }
+        assert!(seen.contains(&"m0".to_string()), "{seen:?}");
+        assert_eq!(seen.last(), Some(&name), "{seen:?}");
+    }
+    e.server.shutdown().await;
+    Ok(())
+}

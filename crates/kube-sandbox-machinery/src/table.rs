@@ -87,16 +87,28 @@ pub fn wants_table(accept: &str) -> bool {
     accept.contains("as=Table")
 }
 
+/// Whether an `Accept` header asks for metadata only (`as=PartialObjectMetadata`, also matching
+/// `as=PartialObjectMetadataList`): what metadata informers (kube-rs `metadata_watcher`,
+/// client-go's metadata client) request. A Table request wins when both are named.
+pub fn wants_metadata(accept: &str) -> bool {
+    accept.contains("as=PartialObjectMetadata") && !wants_table(accept)
+}
+
+/// An object reduced to its metadata, as the API server serves it for metadata-only requests.
+pub fn partial_object_metadata(obj: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    })
+}
+
 /// The `object` of a row.
 fn row_object(obj: &Value, include: IncludeObject) -> Option<Value> {
     match include {
         IncludeObject::None => None,
         IncludeObject::Object => Some(obj.clone()),
-        IncludeObject::Metadata => Some(json!({
-            "kind": "PartialObjectMetadata",
-            "apiVersion": "meta.k8s.io/v1",
-            "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
-        })),
+        IncludeObject::Metadata => Some(partial_object_metadata(obj)),
     }
 }
 

@@ -140,6 +140,10 @@ fn wants_table(r: &Req) -> bool {
     table::wants_table(r.header(http::header::ACCEPT))
 }
 
+fn wants_metadata(r: &Req) -> bool {
+    table::wants_metadata(r.header(http::header::ACCEPT))
+}
+
 fn render_table(r: &Req, objs: &[Value], rv: &str, cont: Option<&str>) -> Option<Response> {
     let printer = r
         .info
@@ -162,6 +166,9 @@ pub fn get(app: &App, r: &Req) -> ApiResult<Response> {
         if let Some(resp) = render_table(r, std::slice::from_ref(&obj), &rv, None) {
             return Ok(resp);
         }
+    }
+    if wants_metadata(r) {
+        return Ok(json_response(200, &table::partial_object_metadata(&obj)));
     }
     Ok(json_response(200, &obj))
 }
@@ -270,11 +277,20 @@ pub fn list(app: &App, r: &Req) -> ApiResult<Response> {
     if let Some(n) = page.remaining {
         md["remainingItemCount"] = json!(n);
     }
-    let head = json!({
-        "kind": format!("{}List", r.info.kind),
-        "apiVersion": r.info.api_version(&r.version),
-        "metadata": md,
-    });
+    let metadata_only = wants_metadata(r);
+    let head = if metadata_only {
+        json!({
+            "kind": "PartialObjectMetadataList",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": md,
+        })
+    } else {
+        json!({
+            "kind": format!("{}List", r.info.kind),
+            "apiVersion": r.info.api_version(&r.version),
+            "metadata": md,
+        })
+    };
     let mut out = serde_json::to_vec(&head).unwrap_or_default();
     out.pop(); // the closing brace
     out.extend_from_slice(b",\"items\":[");
@@ -282,7 +298,11 @@ pub fn list(app: &App, r: &Req) -> ApiResult<Response> {
         if i > 0 {
             out.push(b',');
         }
-        let _ = serde_json::to_writer(&mut out, &versioned(&r.info, &r.version, o));
+        if metadata_only {
+            let _ = serde_json::to_writer(&mut out, &table::partial_object_metadata(o));
+        } else {
+            let _ = serde_json::to_writer(&mut out, &versioned(&r.info, &r.version, o));
+        }
     }
     out.extend_from_slice(b"]}");
     Ok((
