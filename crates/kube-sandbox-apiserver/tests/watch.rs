@@ -211,10 +211,11 @@ async fn kube_runtime_watcher_and_reflector() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Metadata-only reads (`Accept: …;as=PartialObjectMetadata`), as kube-rs `metadata_watcher`
-/// and client-go's metadata informers make them: the list, the watch and a get carry each
-/// object's metadata and nothing else, and a field-selected watch still sees its pods come,
-/// change (a deletion timestamp) and go.
+/// Metadata-only reads (`Accept: …;as=PartialObjectMetadata`), as kube-rs
+/// `Api<PartialObjectMeta<K>>` and client-go's metadata informers make them: the list, the watch
+/// and a get carry each object's metadata and nothing else, and a field-selected watch (plain
+/// list then watch, and streaming list) sees its node's pods listed, a new one come and its
+/// deletion mark (the finalizer keeps it), and never another node's pod.
 #[tokio::test]
 async fn metadata_only_list_watch_and_get() -> anyhow::Result<()> {
     let e = env().await?;

@@ -88,7 +88,7 @@ pub fn wants_table(accept: &str) -> bool {
 }
 
 /// Whether an `Accept` header asks for metadata only (`as=PartialObjectMetadata`, also matching
-/// `as=PartialObjectMetadataList`): what metadata informers (kube-rs `metadata_watcher`,
+/// `as=PartialObjectMetadataList`): what metadata informers (kube-rs `Api<PartialObjectMeta<K>>`,
 /// client-go's metadata client) request. A Table request wins when both are named.
 pub fn wants_metadata(accept: &str) -> bool {
     accept.contains("as=PartialObjectMetadata") && !wants_table(accept)

@@ -47,6 +47,31 @@ fn wants_table_detects_kubectl_accept() {
 }
 
 #[test]
+fn metadata_only_requests_are_told_from_tables_and_plain_json() {
+    assert!(wants_metadata(
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+    ));
+    assert!(wants_metadata(
+        "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+    ));
+    assert!(!wants_metadata("application/json"));
+    // A request naming both is served as a Table, whatever their order (this server's rule).
+    assert!(!wants_metadata(
+        "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io"
+    ));
+    let p = partial_object_metadata(&serde_json::json!({
+        "kind": "Pod", "metadata": {"name": "a", "uid": "u"}, "spec": {"nodeName": "n"}
+    }));
+    assert_eq!(
+        p,
+        serde_json::json!({
+            "kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+            "metadata": {"name": "a", "uid": "u"}
+        })
+    );
+}
+
+#[test]
 fn generic_columns() {
     let cols = columns_for("Widget", None);
     assert_eq!(names(&cols), ["Name", "Created At"]);
