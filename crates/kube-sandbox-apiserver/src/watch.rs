@@ -99,7 +99,7 @@ impl Watcher {
             md["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
         let obj = if self.metadata_only {
-            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": md})
+            table::partial_object_metadata(&json!({ "metadata": md }))
         } else {
             json!({
                 "kind": self.info.kind,
