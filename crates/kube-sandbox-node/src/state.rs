@@ -168,9 +168,10 @@ impl Store {
         Ok(read_json(&self.state_path())?.unwrap_or_default())
     }
 
-    /// Saves the state atomically.
+    /// Saves the state atomically (compact JSON: it is rewritten up to three times per pod
+    /// start, with every sandbox of the node in it).
     pub fn save(&self, state: &State) -> Result<(), Error> {
-        let bytes = serde_json::to_vec_pretty(state).unwrap_or_default();
+        let bytes = serde_json::to_vec(state).unwrap_or_default();
         write_atomic(&self.state_path(), &bytes)
     }
 

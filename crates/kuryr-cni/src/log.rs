@@ -31,7 +31,11 @@ impl Log {
                 .duration_since(UNIX_EPOCH)
                 .map(|d| d.as_secs_f64())
                 .unwrap_or(0.0);
-            let _ = writeln!(f, "{ts:.3} kuryr-cni[{}] {level} {msg}", std::process::id());
+            // One write(2) per line: appends of concurrent plugin runs then never interleave
+            // on a local file system, and a file on a network share (9p, NFS) costs one round
+            // trip per line instead of one per formatted fragment.
+            let line = format!("{ts:.3} kuryr-cni[{}] {level} {msg}\n", std::process::id());
+            let _ = f.write_all(line.as_bytes());
         }
     }
 

@@ -1,4 +1,5 @@
-//! Named network namespaces under /var/run/netns (created in-process like a CRI runtime does,
+//! Named network namespaces under /var/run/netns, or the dir `--netns-dir` names (CRI-O's
+//! `namespaces_dir`) (created in-process like a CRI runtime does,
 //! in [`named`], in iproute2's layout) and binding sockets inside a namespace from a
 //! short-lived dedicated OS thread.
 
@@ -9,12 +10,31 @@ pub use named::{create, delete};
 use std::{
     net::{Ipv4Addr, SocketAddr, TcpListener, UdpSocket},
     path::{Path, PathBuf},
+    sync::OnceLock,
 };
 
 use nix::sched::CloneFlags;
 
-/// Where named namespaces live.
+/// Where named namespaces live by default (iproute2's and the CRI runtimes' dir).
 pub const NETNS_DIR: &str = "/var/run/netns";
+
+static DIR: OnceLock<PathBuf> = OnceLock::new();
+
+/// The dir of this process's named namespaces: [`NETNS_DIR`] unless [`set_dir`] chose another.
+pub fn dir() -> &'static Path {
+    DIR.get().map_or(Path::new(NETNS_DIR), PathBuf::as_path)
+}
+
+/// Chooses the namespace dir of this process, once, before any namespace is made (a node's
+/// `--netns-dir`). Fails with the dir already in use when another was chosen before.
+pub fn set_dir(dir: PathBuf) -> Result<(), PathBuf> {
+    let chosen = DIR.get_or_init(|| dir.clone());
+    if *chosen == dir {
+        Ok(())
+    } else {
+        Err(chosen.clone())
+    }
+}
 
 /// Errors of namespace operations.
 #[derive(Debug, thiserror::Error)]
@@ -82,7 +102,7 @@ pub enum Error {
 
 /// Path of the named namespace.
 pub fn path(name: &str) -> PathBuf {
-    Path::new(NETNS_DIR).join(name)
+    dir().join(name)
 }
 
 /// Whether the named namespace exists.
@@ -156,4 +176,22 @@ pub fn run_in<T: Send + 'static>(ns_path: &Path, f: impl FnOnce() -> T + Send + 
     })
     .join()
     .map_err(|_| Error::Thread)?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_dir_is_chosen_once_and_names_the_paths() {
+        // The default again (other tests of this process keep using it), then another: refused.
+        assert_eq!(set_dir(PathBuf::from(NETNS_DIR)), Ok(()));
+        assert_eq!(dir(), Path::new(NETNS_DIR));
+        assert_eq!(path("cni-1"), Path::new("/var/run/netns/cni-1"));
+        assert_eq!(
+            set_dir(PathBuf::from("/run/netns")),
+            Err(PathBuf::from(NETNS_DIR))
+        );
+        assert_eq!(dir(), Path::new(NETNS_DIR));
+    }
 }

@@ -2,7 +2,7 @@
 //! (containerd and CRI-O pin a fresh namespace with a bind mount; they do not run `ip netns`).
 //!
 //! The layout is iproute2's, so `ip netns`, `ip netns exec` and every other tool see the same
-//! namespaces: a file per namespace under [`NETNS_DIR`] with the namespace bind-mounted on it,
+//! namespaces: a file per namespace under [`dir`] with the namespace bind-mounted on it,
 //! and the directory itself a shared mount point, so that a namespace pinned here propagates to
 //! the mount namespaces made later by `ip netns exec` (the sandbox's daemons run in those).
 //!
@@ -27,7 +27,7 @@ use nix::{
     sys::socket::{AddressFamily, SockFlag, SockType, socket},
 };
 
-use super::{Error, NETNS_DIR, path};
+use super::{Error, dir, path};
 
 /// Serializes the one-time shared-mount setup of the directory (two creations racing on a
 /// fresh node would otherwise stack two bind mounts on it).
@@ -45,7 +45,7 @@ struct IfReqFlags {
     _pad: [u8; 22],
 }
 
-/// Creates the named namespace `name` under [`NETNS_DIR`] and brings its `lo` up. On failure
+/// Creates the named namespace `name` under [`dir`] and brings its `lo` up. On failure
 /// nothing is left behind (no file, no mount).
 pub async fn create(name: &str) -> Result<(), Error> {
     validate(name)?;
@@ -143,15 +143,15 @@ fn delete_blocking(target: &Path) -> Result<(), Error> {
     }
 }
 
-/// Makes [`NETNS_DIR`] exist and be a shared mount point (bind-mounting it on itself first when
+/// Makes [`dir`] exist and be a shared mount point (bind-mounting it on itself first when
 /// it is a plain directory), as iproute2 does before its first namespace.
 fn shared_dir() -> std::io::Result<()> {
     let _guard = DIR_SETUP.lock().unwrap_or_else(|p| p.into_inner());
-    std::fs::create_dir_all(NETNS_DIR)?;
+    std::fs::create_dir_all(dir())?;
     let make_shared = || {
         mount(
             None::<&str>,
-            NETNS_DIR,
+            dir(),
             None::<&str>,
             MsFlags::MS_SHARED | MsFlags::MS_REC,
             None::<&str>,
@@ -162,8 +162,8 @@ fn shared_dir() -> std::io::Result<()> {
         // Not a mount point yet.
         Err(Errno::EINVAL) => {
             mount(
-                Some(NETNS_DIR),
-                NETNS_DIR,
+                Some(dir()),
+                dir(),
                 None::<&str>,
                 MsFlags::MS_BIND | MsFlags::MS_REC,
                 None::<&str>,

@@ -195,6 +195,11 @@ pub struct Args {
     /// The `kube-sandbox` executable that launches containers (default: this one).
     #[arg(long)]
     pub launcher: Option<PathBuf>,
+    /// Dir of the pods' named network namespaces, passed to plugins in `CNI_NETNS` (CRI-O's
+    /// `namespaces_dir`). `/run/netns` is the same dir where /var/run links to /run, reached
+    /// without reading the link: the sandbox's VM nodes, whose root is a 9p share, use it.
+    #[arg(long, default_value = netns::NETNS_DIR)]
+    pub netns_dir: PathBuf,
 }
 
 /// Everything a running node needs (built from [`Args`] or by tests).
@@ -347,6 +352,14 @@ pub async fn client_from_kubeconfig(path: &std::path::Path) -> Result<(Client, O
 
 /// Runs the node until interrupted (SIGTERM or ctrl-c).
 pub async fn run(args: Args) -> anyhow::Result<()> {
+    if let Err(other) = netns::set_dir(args.netns_dir.clone()) {
+        return Err(Error::BadArgument(format!(
+            "--netns-dir {}: this process already uses {}",
+            args.netns_dir.display(),
+            other.display()
+        ))
+        .into());
+    }
     let (client, addr) = client_from_kubeconfig(&args.kubeconfig).await?;
     let mut cfg = NodeConfig::new(&args.name);
     cfg.node_ip = args.node_ip;
