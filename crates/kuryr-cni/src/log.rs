@@ -51,3 +51,36 @@ impl Log {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_appended_whole_and_debug_only_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cni.log");
+        let p = path.to_str().unwrap();
+        Log::open(Some(p), false).info("verb=ADD container=a ok");
+        let mut log = Log::open(Some(p), false);
+        log.debug("not written");
+        log.info("verb=DEL container=a ok");
+        Log::open(Some(p), true).debug("details");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        let pid = format!(" kuryr-cni[{}] ", std::process::id());
+        for (line, tail) in lines.iter().zip([
+            "INFO verb=ADD container=a ok",
+            "INFO verb=DEL container=a ok",
+            "DEBUG details",
+        ]) {
+            assert!(line.contains(&pid) && line.ends_with(tail), "{line}");
+        }
+        assert!(text.ends_with('\n'));
+        // No file configured, or one that cannot be opened: nothing fails.
+        Log::open(None, true).info("x");
+        Log::open(Some("/nonexistent/dir/cni.log"), true).info("x");
+    }
+}

@@ -1,7 +1,7 @@
-//! Named network namespaces under /var/run/netns, or the dir `--netns-dir` names (CRI-O's
-//! `namespaces_dir`) (created in-process like a CRI runtime does,
-//! in [`named`], in iproute2's layout) and binding sockets inside a namespace from a
-//! short-lived dedicated OS thread.
+//! Named network namespaces (created in-process like a CRI runtime does, in [`named`], in
+//! iproute2's layout) under /var/run/netns or the node's `--netns-dir` (CRI-O's
+//! `namespaces_dir`), and binding sockets inside a namespace from a short-lived dedicated OS
+//! thread.
 
 mod named;
 
@@ -23,6 +23,16 @@ static DIR: OnceLock<PathBuf> = OnceLock::new();
 /// The dir of this process's named namespaces: [`NETNS_DIR`] unless [`set_dir`] chose another.
 pub fn dir() -> &'static Path {
     DIR.get().map_or(Path::new(NETNS_DIR), PathBuf::as_path)
+}
+
+/// `--netns-dir`'s value: an absolute path (a relative one would follow the working dir).
+pub fn parse_dir(s: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    if p.is_absolute() {
+        Ok(p)
+    } else {
+        Err(format!("{s:?} is not an absolute path"))
+    }
 }
 
 /// Chooses the namespace dir of this process, once, before any namespace is made (a node's
@@ -193,5 +203,13 @@ mod tests {
             Err(PathBuf::from(NETNS_DIR))
         );
         assert_eq!(dir(), Path::new(NETNS_DIR));
+    }
+
+    #[test]
+    fn the_dir_option_wants_an_absolute_path() {
+        assert_eq!(parse_dir("/run/netns"), Ok(PathBuf::from("/run/netns")));
+        for bad in ["run/netns", "", "./netns"] {
+            assert!(parse_dir(bad).is_err(), "{bad:?}");
+        }
     }
 }

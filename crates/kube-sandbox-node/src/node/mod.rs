@@ -198,7 +198,7 @@ pub struct Args {
     /// Dir of the pods' named network namespaces, passed to plugins in `CNI_NETNS` (CRI-O's
     /// `namespaces_dir`). `/run/netns` is the same dir where /var/run links to /run, reached
     /// without reading the link: the sandbox's VM nodes, whose root is a 9p share, use it.
-    #[arg(long, default_value = netns::NETNS_DIR)]
+    #[arg(long, default_value = netns::NETNS_DIR, value_parser = netns::parse_dir)]
     pub netns_dir: PathBuf,
 }
 
