@@ -382,8 +382,9 @@ pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
     result
 }
 
-/// How long a clean shutdown waits for bulk port creations in flight (Neutron took up to 10 s
-/// for one of 10 ports on the sandbox; the chart's grace period is 60 s).
+/// How long a clean shutdown waits for bulk port creations in flight (a bulk of 10 ports takes
+/// seconds on an idle sandbox, 15-35 s under the whole test suite; the chart's grace period is
+/// 60 s). A creation still in flight after it is settled by the next leader's recovery.
 const QUIESCE_LIMIT: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// How long a clean shutdown may take in all: inside the chart's 60 s grace period, with room

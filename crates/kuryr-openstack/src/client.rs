@@ -333,14 +333,15 @@ impl OpenStackNeutron {
     /// One `POST /v2.0/ports` with all `ports`, tags in the body or not.
     async fn post_ports(&self, ports: &[PortCreate], tags_in_body: bool) -> Result<Bytes> {
         let items: Vec<Value> = ports.iter().map(|p| p.to_json(tags_in_body)).collect();
-        self.call(
-            ops::PORT_BULK_CREATE,
-            Method::POST,
-            "ports".into(),
-            Query::new(),
-            Some(json!({ "ports": items })),
-        )
-        .await
+        self.transport
+            .call_bulk(
+                ops::PORT_BULK_CREATE,
+                Method::POST,
+                "ports".into(),
+                json!({ "ports": items }),
+                ports.len(),
+            )
+            .await
     }
 
     /// How tags reach new ports right now (see [`PortTagging`]).
@@ -486,9 +487,50 @@ impl Transport {
             body: body.map(|b| b.to_string().into_bytes()),
             headers,
         };
-        let send = send(&self.session, self.request_timeout, &self.rediscoveries, op, &req);
+        self.send(op, &req, self.request_timeout).await
+    }
+
+    /// [`call`](Self::call) for a bulk request of `items` items, under
+    /// [`bulk_timeout`]`(request_timeout, items)`.
+    pub(crate) async fn call_bulk(
+        &self,
+        op: &'static str,
+        method: Method,
+        path: String,
+        body: Value,
+        items: usize,
+    ) -> Result<Bytes> {
+        let req = Request {
+            service: self.service.clone(),
+            method,
+            path,
+            query: Query::new(),
+            body: Some(body.to_string().into_bytes()),
+            headers: None,
+        };
+        self.send(op, &req, bulk_timeout(self.request_timeout, items))
+            .await
+    }
+
+    async fn send(&self, op: &'static str, req: &Request, timeout: Duration) -> Result<Bytes> {
+        let send = send(&self.session, timeout, &self.rediscoveries, op, req);
         observed(self.observer.as_ref(), op, send).await
     }
+}
+
+/// The timeout of one bulk request of `items` items: `request` (`[neutron] timeout`) plus a
+/// tenth of it for every item after the first (30 s: 57 s for a pool batch of 10 ports, 327 s
+/// for 100 security-group rules).
+///
+/// Neutron creates a bulk's items one after the other in the request (ML2/OVN: one OVN
+/// transaction each, ~0.4 s a port on the busy sandbox), so its answer comes in a time
+/// proportional to the batch. A flat timeout abandoned healthy requests: the controller gave
+/// up at 30 s on pool batches Neutron was still creating, and the pods waiting for them
+/// waited for a retry and the adoption of the ports made anyway instead. Upstream had no
+/// client-side timeout at all (keystoneauth's default).
+pub fn bulk_timeout(request: Duration, items: usize) -> Duration {
+    let extra = u32::try_from(items.saturating_sub(1)).unwrap_or(u32::MAX);
+    request.saturating_add((request / 10).saturating_mul(extra))
 }
 
 /// Whether a 404 body comes from the service's API (its own error document) rather than from a
@@ -540,8 +582,10 @@ async fn send(
                 service = %req.service,
                 "404 outside the service's API; re-discovering its endpoint"
             );
-            if let Err(e) = session.discover_service_endpoint(&req.service).await {
-                tracing::warn!(error = %e, "re-discovery failed");
+            match tokio::time::timeout(timeout, session.discover_service_endpoint(&req.service)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "re-discovery failed"),
+                Err(_) => return Err(Error::Timeout { op, after: timeout }),
             }
             continue;
         }
@@ -567,6 +611,21 @@ mod tests {
     fn path_segments_are_encoded() {
         assert_eq!(seg("3e5f2a1b-7c8d"), "3e5f2a1b-7c8d");
         assert_eq!(seg("../x y"), "..%2Fx%20y");
+    }
+
+    #[test]
+    fn a_bulk_request_gets_a_tenth_of_the_timeout_more_per_further_item() {
+        let t = Duration::from_secs(30);
+        assert_eq!(bulk_timeout(t, 0), t);
+        assert_eq!(bulk_timeout(t, 1), t);
+        assert_eq!(bulk_timeout(t, 10), Duration::from_secs(57));
+        assert_eq!(bulk_timeout(t, 100), Duration::from_secs(327));
+        assert_eq!(
+            bulk_timeout(Duration::from_millis(500), 3),
+            Duration::from_millis(600)
+        );
+        // Never overflows, whatever the batch.
+        assert_eq!(bulk_timeout(Duration::MAX, usize::MAX), Duration::MAX);
     }
 
     #[test]

@@ -16,6 +16,10 @@ use serde_json::{Map, Value, json};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The HTTP client's own timeout: above every per-request timeout we set (see
+/// [`connect_session`]).
+const HTTP_BACKSTOP: Duration = Duration::from_secs(3600);
+
 /// How to connect.
 #[derive(Debug, Clone)]
 pub struct ConnectOptions {
@@ -185,8 +189,11 @@ pub async fn connect_session(cfg: &CloudConfig, opts: &ConnectOptions) -> Result
     let work = async {
         let os = AsyncOpenStack::builder(cfg)
             .disable_auth_cache(true)
-            // Our own per-request timeout (tokio) fires first and gives a typed error.
-            .http_timeout(opts.request_timeout + Duration::from_secs(5))
+            // Our own per-request timeouts (tokio) govern and give typed errors: `[neutron]
+            // timeout`, longer for bulk requests (`client::bulk_timeout`). This is only the
+            // HTTP client's backstop, above any of them (the SDK's default is 30 s, which
+            // would cut a healthy bulk creation short).
+            .http_timeout(HTTP_BACKSTOP.max(opts.request_timeout * 2))
             .http_connect_timeout(opts.request_timeout.min(Duration::from_secs(10)))
             .connect()
             .await

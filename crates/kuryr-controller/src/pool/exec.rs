@@ -99,8 +99,17 @@ impl VifPool {
         }
         let one = self.port_create(&req.key, req.sgs.as_slice(), Some(POOL_PORT_NAME.into()), None);
         let body = vec![one; req.count as usize];
+        let queued = Instant::now();
+        let turn = self.gates.turn(&req.key.network_id).await;
+        if self.closing.load(Ordering::SeqCst) {
+            // Shutting down while queued: nothing was sent, nothing can be lost.
+            debug!(pool = %req.key, "closing: queued population not sent");
+            let _ = self.state().fail_population(req.ticket, Instant::now());
+            return Ok(0);
+        }
         let started = Instant::now();
         let mut result = self.neutron.create_ports_bulk(&body).await;
+        drop(turn);
         if let Ok(ports) = &mut result
             && let Err(e) = self.attach.attach(&req.key.host, ports).await
         {
@@ -132,7 +141,7 @@ impl VifPool {
                     .get_or_create(&OutcomeLabels { outcome: "ok".into() })
                     .inc();
                 info!(pool = %req.key, ports = ports.len(), elapsed_ms = started.elapsed().as_millis() as u64,
-                    "pool populated");
+                    queued_ms = started.duration_since(queued).as_millis() as u64, "pool populated");
                 match outcome {
                     Ok(o) => {
                         if !o.delete.is_empty() {

@@ -17,6 +17,7 @@
 //! single-port create per pod, deleted on release) — its own implementation, not branches here.
 //!
 //! Submodules: [`settings`] (options), [`exec`] (populations, deletions, ticks, metrics),
+//! [`gate`] (one bulk creation per network at a time),
 //! `release` (release, deletion, freeing pools), `inspect` (views for the pool manager),
 //! [`netcache`] (network and subnets per network for the VIFs), [`recovery`], [`janitor`],
 //! [`manager`] (the pool manager API on a unix socket).
@@ -26,6 +27,7 @@ mod coalesce;
 pub mod direct;
 mod error;
 pub mod exec;
+pub mod gate;
 mod inspect;
 pub mod janitor;
 pub mod manager;
@@ -109,8 +111,11 @@ pub struct VifPool {
     recovered: AtomicBool,
     /// Shutting down: no new population starts ([`VifPool::quiesce`]).
     closing: AtomicBool,
-    /// Bulk creations sent to Neutron and not answered yet.
+    /// Bulk creations sent to Neutron and not answered yet (or queued behind one of their
+    /// network).
     in_flight: std::sync::atomic::AtomicUsize,
+    /// One bulk creation per network at a time ([`gate`]).
+    gates: Arc<gate::NetworkGates>,
     /// Hosts whose Node is gone ([`nodes`]).
     gone_hosts: Mutex<HashSet<String>>,
     /// The nodes, once listed ([`nodes`]).
@@ -157,6 +162,7 @@ impl VifPool {
             recovered: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             in_flight: std::sync::atomic::AtomicUsize::new(0),
+            gates: Arc::default(),
             gone_hosts: Mutex::new(HashSet::new()),
             live_nodes: Mutex::new(None),
             attach,

@@ -14,6 +14,10 @@ pub struct PoolPlan {
     pub trim: u32,
 }
 
+/// Most ports a bulk sized by waiting pods asks for (more wait for the next one): one Neutron
+/// request of at most this many ports, about a minute on a busy 2-core ML2/OVN.
+pub const DEMAND_BULK_MAX: u32 = 100;
+
 /// Sizing of one pool.
 ///
 /// * Supply = available + being created; cooling ports do not count (they are not usable for
@@ -22,6 +26,13 @@ pub struct PoolPlan {
 ///   `max(ports_pool_batch, ports_pool_min - supply)` (upstream's formula), never while a
 ///   population of this pool is in flight, and never beyond `ports_pool_max` pooled ports
 ///   (available + cooling + being created + deferred) when it is non-zero.
+/// * More pods waiting than that would serve (kuryr-rs, not upstream): the bulk is sized to
+///   them, `waiting + ports_pool_min - supply`, up to [`DEMAND_BULK_MAX`]. Upstream created
+///   one batch per population whatever the queue: with one population per pool at a time
+///   and a bulk taking 15-35 s on a busy ML2/OVN, pods arriving faster than a batch per bulk
+///   queued without bound (seen on the sandbox: a pod a second per node during a controller
+///   upgrade, later pods' CNI ADDs timing out after 60 s). A bulk's cost is mostly per
+///   request, so one sized to the queue serves it in about the time of one batch.
 /// * Deferred ports (a previous controller's bulk creation, not settled yet) count against
 ///   the maximum but are no supply; pods waiting on an empty pool are not made to wait for
 ///   them (the overshoot is trimmed once they settle).
@@ -36,6 +47,12 @@ pub fn plan(stats: &PoolStats, cfg: &PoolConfig) -> PoolPlan {
             create = cfg.batch.max(cfg.min - supply);
         } else if starving {
             create = cfg.batch.max(1);
+        }
+        if create > 0 {
+            let demand = (stats.waiting.saturating_add(cfg.min))
+                .saturating_sub(supply)
+                .min(DEMAND_BULK_MAX);
+            create = create.max(demand);
         }
         if cfg.max != 0 {
             let counted = if starving { pooled - stats.deferred } else { pooled };
@@ -87,6 +104,24 @@ mod tests {
         assert_eq!(plan(&st(5, 0, 0, 0), &cfg(5, 0, 10)).create, 0);
         // Deficit larger than the batch (only possible with an insane config, kept as upstream).
         assert_eq!(plan(&st(0, 0, 0, 0), &cfg(30, 0, 10)).create, 30);
+    }
+
+    #[test]
+    fn a_queue_of_waiting_pods_sizes_the_bulk() {
+        // One waiting pod, or fewer than a batch: a batch, as upstream.
+        assert_eq!(plan(&st(0, 0, 0, 1), &cfg(5, 0, 10)).create, 10);
+        assert_eq!(plan(&st(0, 0, 0, 5), &cfg(5, 0, 10)).create, 10);
+        // 25 waiting and min 5: all of them served, min left over.
+        assert_eq!(plan(&st(0, 0, 0, 25), &cfg(5, 0, 10)).create, 30);
+        assert_eq!(plan(&st(0, 0, 0, 25), &cfg(0, 0, 10)).create, 25);
+        // Ports just created count as supply (their pods have not taken them yet).
+        assert_eq!(plan(&st(3, 0, 0, 25), &cfg(5, 0, 10)).create, 27);
+        // Never more than DEMAND_BULK_MAX for the queue, never beyond ports_pool_max.
+        assert_eq!(plan(&st(0, 0, 0, 500), &cfg(5, 0, 10)).create, DEMAND_BULK_MAX);
+        assert_eq!(plan(&st(0, 4, 0, 25), &cfg(5, 20, 10)).create, 16);
+        // Enough supply, or a population in flight: nothing, whatever the queue.
+        assert_eq!(plan(&st(30, 0, 0, 25), &cfg(5, 0, 10)).create, 0);
+        assert_eq!(plan(&st(0, 0, 10, 25), &cfg(5, 0, 10)).create, 0);
     }
 
     #[test]

@@ -131,14 +131,26 @@ impl PoolState {
                 populate,
             });
         }
-        pool.waiting.insert(pod.clone());
-        if pool.populating.is_some() {
+        let (newly_waiting, populating, backoff) = (
+            pool.waiting.insert(pod.clone()),
+            pool.populating.is_some(),
+            pool.backoff,
+        );
+        if newly_waiting {
+            // Waiting here now: not in a pool it waited on before (its pod moved networks).
+            for (k, other) in self.pools.iter_mut() {
+                if k != key {
+                    other.waiting.remove(pod);
+                }
+            }
+        }
+        if populating {
             return Decision::Wait {
                 reason: WaitReason::PopulationInFlight,
                 populate: None,
             };
         }
-        if let Some((until, _)) = pool.backoff
+        if let Some((until, _)) = backoff
             && until > now
         {
             return Decision::Wait {
@@ -306,8 +318,9 @@ impl PoolState {
         {
             pool.populating = None;
             pool.backoff = None;
-            // Waiting pods retry and take the new ports; pods that went away are forgotten.
-            pool.waiting.clear();
+            // Waiting pods are woken, retry and take the new ports; until each has, it still
+            // counts as waiting, so the population that a take starts is sized to all of
+            // them (`plan`). A pod that goes away meanwhile is forgotten by `forget_pod`.
         }
         for id in port_ids {
             if self.ports.contains_key(&id) {

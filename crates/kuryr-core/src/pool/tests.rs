@@ -96,6 +96,51 @@ fn empty_pool_populates_then_serves_without_actions() {
     assert!(st.complete_population(999, vec![]).is_err());
 }
 
+#[test]
+fn the_queue_behind_a_population_is_served_by_the_next_bulk_at_once() {
+    let now = Instant::now();
+    let mut st = PoolState::new(cfg());
+    let k = key("w0");
+    let s = sgs(&["sg1"]);
+    let first = match st.request(&pod(0), &k, &s, now) {
+        Decision::Wait {
+            populate: Some(r), ..
+        } => r,
+        d => panic!("{d:?}"),
+    };
+    assert_eq!(first.count, 3, "one pod waiting: a batch");
+    // Twelve pods in all queue behind it (a pod a second for the 15-35 s of a busy bulk).
+    for i in 1..12 {
+        st.request(&pod(i), &k, &s, now);
+    }
+    assert_eq!(st.pool_stats(&k).waiting, 12);
+    st.complete_population(first.ticket, ids("a", 3)).unwrap();
+    // The woken pods take the three ports; the take that leaves the pool below its minimum
+    // starts one bulk for the nine still waiting plus the minimum, not another batch of 3.
+    let mut next = None;
+    for i in 0..3 {
+        let t = take(&mut st, &pod(i), &k, &s, now);
+        next = next.or(t.populate);
+    }
+    let next = next.expect("a refill");
+    assert_eq!(next.count, 9 + 2);
+    st.complete_population(next.ticket, ids("b", 11)).unwrap();
+    for i in 3..12 {
+        take(&mut st, &pod(i), &k, &s, now);
+    }
+    assert_eq!(st.pool_stats(&k).available, 2);
+    st.check_invariants().unwrap();
+    // A pod that waits on another pool now (its namespace got its own network) no longer
+    // counts in the first.
+    let k2 = PoolKey::new("w0", "proj", "net2");
+    st.request(&pod(20), &key("w1"), &s, now);
+    st.request(&pod(20), &k2, &s, now);
+    assert_eq!(
+        (st.pool_stats(&key("w1")).waiting, st.pool_stats(&k2).waiting),
+        (0, 1)
+    );
+}
+
 /// Populates an empty pool for `s` through a waiting pod and completes it with `n` ports.
 fn fill(st: &mut PoolState, k: &PoolKey, s: &SgSet, prefix: &str, n: u32, now: Instant) {
     let r = match st.request(&pod(1000), k, s, now) {
@@ -279,8 +324,8 @@ fn tick_populates_within_the_concurrency_bound_waiting_pools_first() {
     });
     let s = sgs(&["a"]);
     let mut tickets = Vec::new();
-    for h in ["w0", "w1", "w2", "w3"] {
-        match st.request(&pod(1), &key(h), &s, t0) {
+    for (i, h) in (0..).zip(["w0", "w1", "w2", "w3"]) {
+        match st.request(&pod(i), &key(h), &s, t0) {
             Decision::Wait {
                 reason: WaitReason::Populating,
                 populate: Some(r),

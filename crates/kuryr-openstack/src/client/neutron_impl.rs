@@ -292,6 +292,7 @@ impl Neutron for OpenStackNeutron {
             trunk_id,
             "add_subports",
             crate::trunk::add_subports_body(subports),
+            subports.len(),
         ))
     }
 
@@ -305,6 +306,7 @@ impl Neutron for OpenStackNeutron {
             trunk_id,
             "remove_subports",
             crate::trunk::remove_subports_body(port_ids),
+            port_ids.len(),
         ))
     }
 
@@ -314,22 +316,24 @@ impl Neutron for OpenStackNeutron {
 }
 
 impl OpenStackNeutron {
-    /// `PUT /v2.0/trunks/{id}/<action>`; Neutron answers with the trunk itself, not wrapped in
-    /// a key.
+    /// `PUT /v2.0/trunks/{id}/<action>` for `items` subports (a bulk: see [`bulk_timeout`]);
+    /// Neutron answers with the trunk itself, not wrapped in a key.
     async fn trunk_action(
         &self,
         op: &'static str,
         trunk_id: &str,
         action: &str,
         body: Value,
+        items: usize,
     ) -> Result<Trunk> {
         let raw = self
-            .call(
+            .transport
+            .call_bulk(
                 op,
                 Method::PUT,
                 format!("trunks/{}/{action}", seg(trunk_id)),
-                Query::new(),
-                Some(body),
+                body,
+                items,
             )
             .await?;
         serde_json::from_slice(&raw).map_err(|e| Error::Decode {

@@ -85,12 +85,13 @@ impl OpenStackNeutron {
         for chunk in rules.chunks(MAX_RULES_PER_REQUEST) {
             let items: Vec<Value> = chunk.iter().map(SecurityGroupRuleCreate::to_json).collect();
             let body = self
-                .call(
+                .transport
+                .call_bulk(
                     ops::SG_RULE_BULK_CREATE,
                     Method::POST,
                     "security-group-rules".into(),
-                    Query::new(),
-                    Some(json!({ "security_group_rules": items })),
+                    json!({ "security_group_rules": items }),
+                    chunk.len(),
                 )
                 .await?;
             created.extend(decode::<Vec<SecurityGroupRule>>(
