@@ -69,14 +69,19 @@ pub enum HttpError {
 
 impl HttpError {
     /// Whether the daemon is simply not listening (yet): the connection was refused, or its
-    /// unix socket does not exist. Not for addresses that cannot work (unparsable, unresolvable):
-    /// waiting would not fix those.
+    /// unix socket does not exist, or it was reset or aborted while connecting (a daemon
+    /// closing its listening socket resets the connections still in its accept queue: seen
+    /// during a DaemonSet rolling upgrade). Nothing was sent in any of these, so trying again
+    /// cannot run a request twice. Not for addresses that cannot work (unparsable,
+    /// unresolvable): waiting would not fix those.
     pub fn is_not_listening(&self) -> bool {
         let Self::Connect { address, source } = self else {
             return false;
         };
         match source.kind() {
-            std::io::ErrorKind::ConnectionRefused => true,
+            std::io::ErrorKind::ConnectionRefused
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::ConnectionAborted => true,
             std::io::ErrorKind::NotFound => address.strip_prefix("unix:").is_some_and(|p| !p.is_empty()),
             _ => false,
         }
@@ -308,6 +313,8 @@ mod tests {
         };
         use std::io::ErrorKind::*;
         assert!(e("127.0.0.1:5036", ConnectionRefused).is_not_listening());
+        assert!(e("127.0.0.1:5036", ConnectionReset).is_not_listening());
+        assert!(e("127.0.0.1:5036", ConnectionAborted).is_not_listening());
         assert!(e("unix:/run/kuryr/cni.sock", NotFound).is_not_listening());
         assert!(!e("unix:", NotFound).is_not_listening());
         assert!(!e("127.0.0.1:5036", NotFound).is_not_listening());

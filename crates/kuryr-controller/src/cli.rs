@@ -383,8 +383,8 @@ pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
 }
 
 /// How long a clean shutdown waits for bulk port creations in flight (a bulk of 10 ports takes
-/// seconds on an idle sandbox, 15-35 s under the whole test suite; the chart's grace period is
-/// 60 s). A creation still in flight after it is settled by the next leader's recovery.
+/// 5-16 s on the busy sandbox; the chart's grace period is 60 s). A creation still in flight
+/// after it is settled by the next leader's recovery.
 const QUIESCE_LIMIT: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// How long a clean shutdown may take in all: inside the chart's 60 s grace period, with room

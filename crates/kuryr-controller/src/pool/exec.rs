@@ -100,13 +100,9 @@ impl VifPool {
         let one = self.port_create(&req.key, req.sgs.as_slice(), Some(POOL_PORT_NAME.into()), None);
         let body = vec![one; req.count as usize];
         let queued = Instant::now();
+        // Sent even when the controller began closing while it was queued: its pods wait for
+        // it, and `quiesce` waits for it like for any population in flight.
         let turn = self.gates.turn(&req.key.network_id).await;
-        if self.closing.load(Ordering::SeqCst) {
-            // Shutting down while queued: nothing was sent, nothing can be lost.
-            debug!(pool = %req.key, "closing: queued population not sent");
-            let _ = self.state().fail_population(req.ticket, Instant::now());
-            return Ok(0);
-        }
         let started = Instant::now();
         let mut result = self.neutron.create_ports_bulk(&body).await;
         drop(turn);
@@ -183,10 +179,11 @@ impl VifPool {
     fn population_failed(self: &Arc<Self>, req: PopulateRequest, err: Error) -> Result<u32, Error> {
         let chain = crate::error_chain(&err);
         warn!(pool = %req.key, count = req.count, error = %chain, "pool population failed");
+        // The cause first: a pod that sees the back-off tells it (never "unknown").
+        lock(&self.last_error).insert(req.key.clone(), chain);
         if let Err(e) = self.state().fail_population(req.ticket, Instant::now()) {
             warn!(error = %e, "population ticket unknown");
         }
-        lock(&self.last_error).insert(req.key.clone(), chain);
         self.metrics
             .populations
             .get_or_create(&OutcomeLabels {

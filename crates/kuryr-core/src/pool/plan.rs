@@ -29,7 +29,7 @@ pub const DEMAND_BULK_MAX: u32 = 100;
 /// * More pods waiting than that would serve (kuryr-rs, not upstream): the bulk is sized to
 ///   them, `waiting + ports_pool_min - supply`, up to [`DEMAND_BULK_MAX`]. Upstream created
 ///   one batch per population whatever the queue: with one population per pool at a time
-///   and a bulk taking 15-35 s on a busy ML2/OVN, pods arriving faster than a batch per bulk
+///   and a bulk taking 5-16 s on a busy ML2/OVN, pods arriving faster than a batch per bulk
 ///   queued without bound (seen on the sandbox: a pod a second per node during a controller
 ///   upgrade, later pods' CNI ADDs timing out after 60 s). A bulk's cost is mostly per
 ///   request, so one sized to the queue serves it in about the time of one batch.
