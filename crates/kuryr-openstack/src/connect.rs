@@ -193,7 +193,7 @@ pub async fn connect_session(cfg: &CloudConfig, opts: &ConnectOptions) -> Result
             // timeout`, longer for bulk requests (`client::bulk_timeout`). This is only the
             // HTTP client's backstop, above any of them (the SDK's default is 30 s, which
             // would cut a healthy bulk creation short).
-            .http_timeout(HTTP_BACKSTOP.max(opts.request_timeout * 2))
+            .http_timeout(HTTP_BACKSTOP.max(opts.request_timeout.saturating_mul(2)))
             .http_connect_timeout(opts.request_timeout.min(Duration::from_secs(10)))
             .connect()
             .await
