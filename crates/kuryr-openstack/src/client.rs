@@ -479,14 +479,7 @@ impl Transport {
         body: Option<Value>,
         headers: Option<http::HeaderMap>,
     ) -> Result<Bytes> {
-        let req = Request {
-            service: self.service.clone(),
-            method,
-            path,
-            query,
-            body: body.map(|b| b.to_string().into_bytes()),
-            headers,
-        };
+        let req = self.request(method, path, query, body, headers);
         self.send(op, &req, self.request_timeout).await
     }
 
@@ -500,16 +493,27 @@ impl Transport {
         body: Value,
         items: usize,
     ) -> Result<Bytes> {
-        let req = Request {
+        let req = self.request(method, path, Query::new(), Some(body), None);
+        self.send(op, &req, bulk_timeout(self.request_timeout, items))
+            .await
+    }
+
+    fn request(
+        &self,
+        method: Method,
+        path: String,
+        query: Query,
+        body: Option<Value>,
+        headers: Option<http::HeaderMap>,
+    ) -> Request {
+        Request {
             service: self.service.clone(),
             method,
             path,
-            query: Query::new(),
-            body: Some(body.to_string().into_bytes()),
-            headers: None,
-        };
-        self.send(op, &req, bulk_timeout(self.request_timeout, items))
-            .await
+            query,
+            body: body.map(|b| b.to_string().into_bytes()),
+            headers,
+        }
     }
 
     async fn send(&self, op: &'static str, req: &Request, timeout: Duration) -> Result<Bytes> {
