@@ -59,7 +59,8 @@ pub struct SandboxRecord {
     pub netns: String,
     /// Interface name given to the plugins.
     pub ifname: String,
-    /// Network name of the successful ADD, once done.
+    /// Name of the network the sandbox is (being) attached to: teardown runs CNI DEL for it.
+    /// `None` only in records of older versions written before the network was chosen.
     #[serde(default)]
     pub network: Option<String>,
     /// Pod IPs from the ADD result.

@@ -139,14 +139,27 @@ pub fn select_config(
 
 /// Reads the conf dir and selects the network ([`select_config`]).
 pub fn load_from_dir(dir: &Path) -> Result<NetworkConfigList, Error> {
+    load_from_dir_stamped(dir).map(|(list, _)| list)
+}
+
+/// [`load_from_dir`], also returning every file it read with its modification time and size
+/// taken before reading it (a file changed meanwhile then looks changed to a cache).
+pub(crate) fn load_from_dir_stamped(
+    dir: &Path,
+) -> Result<(NetworkConfigList, Vec<(PathBuf, FileStamp)>), Error> {
     let rd = std::fs::read_dir(dir).map_err(|source| Error::ReadConfDir {
         dir: dir.to_path_buf(),
         source,
     })?;
     let mut entries = Vec::new();
+    let mut stamps = Vec::new();
     for entry in rd.flatten() {
         let path = entry.path();
-        if !path.is_file() {
+        // Followed like `is_file` does: a link to a file is a config file.
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
+        if !meta.is_file() {
             continue;
         }
         let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
@@ -154,12 +167,13 @@ pub fn load_from_dir(dir: &Path) -> Result<NetworkConfigList, Error> {
         };
         if let Ok(bytes) = std::fs::read(&path) {
             entries.push((name.to_string(), bytes));
+            stamps.push((path.clone(), (meta.modified().ok(), meta.len())));
         }
     }
     match select_config(entries) {
         Ok(mut list) => {
             list.source = dir.join(&list.source);
-            Ok(list)
+            Ok((list, stamps))
         }
         Err(rejected) => Err(Error::NoNetworkConfig {
             dir: dir.to_path_buf(),
@@ -171,6 +185,9 @@ pub fn load_from_dir(dir: &Path) -> Result<NetworkConfigList, Error> {
         }),
     }
 }
+
+/// A file's modification time and size.
+pub(crate) type FileStamp = (Option<std::time::SystemTime>, u64);
 
 /// The stdin of plugin `idx`: its config with `name` and `cniVersion` injected, `prevResult`
 /// when given, and `runtimeConfig` holding only the capability args the plugin declares in

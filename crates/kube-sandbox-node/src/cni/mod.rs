@@ -1,6 +1,7 @@
 //! The container-runtime side of CNI: config selection ([`config`]), plugin execution
 //! ([`exec`]), result parsing ([`result`]) and whole-network ADD/DEL over a plugin list.
 
+pub mod cache;
 pub mod config;
 pub mod exec;
 pub mod result;

@@ -282,6 +282,8 @@ pub(crate) struct Ctx {
     pub store: state::Store,
     pub state: Mutex<State>,
     pub runner: PluginRunner,
+    /// The CNI conf dir's network config, read again only when the dir changes.
+    pub cni_conf: crate::cni::cache::ConfCache,
     pub recorder: Recorder,
     pub gc_busy: Mutex<HashSet<String>>,
 }
@@ -441,6 +443,7 @@ pub async fn run_node(
             host_netns: cfg.host_netns.as_deref().map(netns::path),
             timeout: cfg.cni_timeout,
         },
+        cni_conf: Default::default(),
         recorder: Recorder::new(client.clone(), "kubelet", Some(&cfg.name)),
         client: client.clone(),
         store,

@@ -144,7 +144,10 @@ pub(crate) async fn start_responders(pod: &Pod, rec: &SandboxRecord) -> Result<r
 /// Creates a sandbox for `pod`: records it, creates the netns, runs CNI ADD, caches the result,
 /// starts the responders. On failure everything done so far is torn down.
 pub(crate) async fn setup(ctx: &Arc<Ctx>, pod: &Pod) -> Result<Running, SetupError> {
-    let list = cni::config::load_from_dir(&ctx.cfg.cni_conf_dir).map_err(SetupError::NetworkNotReady)?;
+    let list = ctx
+        .cni_conf
+        .load(&ctx.cfg.cni_conf_dir)
+        .map_err(SetupError::NetworkNotReady)?;
     let sandbox_id = hex64();
     let other = |source| SetupError::Other {
         sandbox_id: sandbox_id.clone(),
@@ -157,7 +160,10 @@ pub(crate) async fn setup(ctx: &Arc<Ctx>, pod: &Pod) -> Result<Running, SetupErr
         sandbox_id: sandbox_id.clone(),
         netns: format!("cni-{}", uuid::Uuid::new_v4()),
         ifname: IFNAME.into(),
-        network: None,
+        // Set from the start: a sandbox torn down before its result is cached gets a CNI DEL
+        // with the current config (plugins take a DEL for what was never added, as the spec
+        // requires), and the record is written once less per sandbox.
+        network: Some(list.name.clone()),
         pod_ips: Vec::new(),
         container_id: hex64(),
         created: crate::k8s_now(),
@@ -186,11 +192,6 @@ pub(crate) async fn setup(ctx: &Arc<Ctx>, pod: &Pod) -> Result<Running, SetupErr
         ctx.store
             .save_result(&cache)
             .map_err(|source| other(Error::SaveState { source }))?;
-        rec.network = Some(list.name.clone());
-        ctx.update_state(|s| {
-            s.sandboxes.insert(sandbox_id.clone(), rec.clone());
-        })
-        .map_err(other)?;
         let res = cni::add_network(
             &ctx.runner,
             &list,
@@ -239,7 +240,7 @@ pub(crate) async fn teardown(ctx: &Ctx, rec: &SandboxRecord) -> Result<(), Error
         let (list, args, caps, prev) = match cached {
             Some(c) => (Some(c.config), c.cni_args, c.capability_args, c.result),
             None => (
-                cni::config::load_from_dir(&ctx.cfg.cni_conf_dir).ok(),
+                ctx.cni_conf.load(&ctx.cfg.cni_conf_dir).ok(),
                 cni::config::cni_args(&rec.namespace, &rec.name, &rec.sandbox_id, &rec.pod_uid),
                 Map::new(),
                 None,
