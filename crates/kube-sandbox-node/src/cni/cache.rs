@@ -8,26 +8,27 @@ use std::{
     fs,
     path::{Path, PathBuf},
     sync::Mutex,
+    time::{Duration, SystemTime},
 };
 
 use super::{
     Error,
-    config::{FileStamp as Stamp, NetworkConfigList},
+    config::{FileStamp as Stamp, NetworkConfigList, file_stamp},
 };
 
 /// What a file looks like now: a changed file changes its modification time or size.
 fn stamp(path: &Path) -> Option<Stamp> {
-    fs::metadata(path).ok().map(|m| (m.modified().ok(), m.len()))
+    fs::metadata(path).ok().as_ref().map(file_stamp)
 }
 
 /// How old a modification must be before a stamp is trusted. The kernel stamps files with a
 /// coarse clock (a tick, a few milliseconds), so a change made in the same tick as the one
 /// before leaves the stamp as it was; a dir or file changed that recently is read again on
 /// every call until its stamp is older than this (as git treats "racily clean" entries).
-const SETTLE: std::time::Duration = std::time::Duration::from_secs(1);
+const SETTLE: Duration = Duration::from_secs(1);
 
 fn settled(s: &Stamp) -> bool {
-    s.0.and_then(|m| std::time::SystemTime::now().duration_since(m).ok())
+    s.0.and_then(|m| SystemTime::now().duration_since(m).ok())
         .is_some_and(|age| age >= SETTLE)
 }
 
@@ -78,10 +79,7 @@ impl ConfCache {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use std::{
-        fs::{File, FileTimes},
-        time::{Duration, SystemTime},
-    };
+    use std::fs::{File, FileTimes};
 
     use super::*;
 

@@ -167,7 +167,7 @@ pub(crate) fn load_from_dir_stamped(
         };
         if let Ok(bytes) = std::fs::read(&path) {
             entries.push((name.to_string(), bytes));
-            stamps.push((path.clone(), (meta.modified().ok(), meta.len())));
+            stamps.push((path.clone(), file_stamp(&meta)));
         }
     }
     match select_config(entries) {
@@ -188,6 +188,11 @@ pub(crate) fn load_from_dir_stamped(
 
 /// A file's modification time and size.
 pub(crate) type FileStamp = (Option<std::time::SystemTime>, u64);
+
+/// The [`FileStamp`] of a file's metadata.
+pub(crate) fn file_stamp(meta: &std::fs::Metadata) -> FileStamp {
+    (meta.modified().ok(), meta.len())
+}
 
 /// The stdin of plugin `idx`: its config with `name` and `cniVersion` injected, `prevResult`
 /// when given, and `runtimeConfig` holding only the capability args the plugin declares in
