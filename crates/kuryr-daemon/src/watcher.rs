@@ -1,5 +1,6 @@
 //! The two watchers that feed the [`Registry`]: this node's KuryrPorts (label
-//! `kuryr.openstack.org/nodeName=<node>`) and pods (field `spec.nodeName=<node>`, metadata only).
+//! `kuryr.openstack.org/nodeName=<node>`) and pods (field `spec.nodeName=<node>`, metadata only),
+//! both decoded without `managedFields` ([`kube_lean`]).
 
 use std::sync::Arc;
 
@@ -10,6 +11,7 @@ use kube::{
     core::PartialObjectMeta,
     runtime::{WatchStreamExt, watcher},
 };
+use kube_lean::Lean;
 use kuryr_types::{KuryrPort, constants::KURYRPORT_LABEL};
 use tracing::{info, warn};
 
@@ -24,9 +26,9 @@ fn key_of<K: ResourceExt>(o: &K) -> String {
 
 /// Watches KuryrPorts of `node` until the stream ends (it retries with backoff on errors).
 pub async fn watch_ports(client: Client, node: String, registry: Arc<Registry>, health: Arc<Health>) {
-    let api: Api<KuryrPort> = Api::all(client);
+    let api: Api<Lean<KuryrPort>> = Api::all(client);
     let cfg = watcher::Config::default().labels(&format!("{KURYRPORT_LABEL}={node}"));
-    let mut stream = watcher(api, cfg).default_backoff().boxed();
+    let mut stream = kube_lean::watcher(api, cfg).default_backoff().boxed();
     loop {
         match stream.try_next().await {
             Ok(Some(ev)) => match ev {
@@ -53,9 +55,9 @@ pub async fn watch_ports(client: Client, node: String, registry: Arc<Registry>, 
 /// of each of its pods' status, so decoding whole pods cost the node's CPU for nothing (on the
 /// emulated VM nodes, a measurable share of each pod's start).
 pub async fn watch_pods(client: Client, node: String, registry: Arc<Registry>, health: Arc<Health>) {
-    let api: Api<PartialObjectMeta<Pod>> = Api::all(client);
+    let api: Api<Lean<PartialObjectMeta<Pod>>> = Api::all(client);
     let cfg = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
-    let mut stream = watcher(api, cfg).default_backoff().boxed();
+    let mut stream = kube_lean::watcher(api, cfg).default_backoff().boxed();
     loop {
         match stream.try_next().await {
             Ok(Some(ev)) => match ev {

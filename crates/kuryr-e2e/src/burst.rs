@@ -15,6 +15,7 @@ use kube::{
     Api, Client,
     runtime::{WatchStreamExt, watcher},
 };
+use kube_lean::Lean;
 use kuryr_types::KuryrPort;
 use tracing::info;
 
@@ -413,12 +414,13 @@ pub async fn run(cluster: &Cluster, client: &Client, cfg: &BurstConfig) -> Resul
     let seen = Arc::new(Mutex::new(Seen::default()));
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel::<()>(2);
 
-    // Watchers first, so that no event of the burst is missed.
-    let kp_api: Api<KuryrPort> = Api::namespaced(client.clone(), ns);
+    // Watchers first, so that no event of the burst is missed. Decoded without managedFields
+    // (kube_lean): the measuring process shares the machine with the cluster it measures.
+    let kp_api: Api<Lean<KuryrPort>> = Api::namespaced(client.clone(), ns);
     let s1 = seen.clone();
     let tx1 = ready_tx.clone();
     let kp_task = tokio::spawn(async move {
-        let mut st = watcher(kp_api, watcher::Config::default()).boxed();
+        let mut st = kube_lean::watcher(kp_api, watcher::Config::default()).boxed();
         while let Ok(Some(ev)) = st.try_next().await {
             match ev {
                 watcher::Event::InitDone => {
@@ -443,10 +445,10 @@ pub async fn run(cluster: &Cluster, client: &Client, cfg: &BurstConfig) -> Resul
             }
         }
     });
-    let pod_api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pod_api: Api<Lean<Pod>> = Api::namespaced(client.clone(), ns);
     let s2 = seen.clone();
     let pod_task = tokio::spawn(async move {
-        let mut st = watcher(pod_api, watcher::Config::default())
+        let mut st = kube_lean::watcher(pod_api, watcher::Config::default())
             .default_backoff()
             .boxed();
         while let Ok(Some(ev)) = st.try_next().await {

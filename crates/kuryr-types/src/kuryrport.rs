@@ -106,7 +106,9 @@ impl<'de> Deserialize<'de> for KuryrPortStatus {
             None | Some(serde_json::Value::Null) => {}
             Some(serde_json::Value::Object(m)) => {
                 for (name, entry) in m {
-                    match serde_json::from_value::<VifEntry>(entry.clone()) {
+                    // Read from the parsed entry by reference: the entry is kept only when
+                    // it is invalid, so it is not copied for the common case.
+                    match VifEntry::deserialize(&entry) {
                         Ok(e) => {
                             out.vifs.insert(name, e);
                         }

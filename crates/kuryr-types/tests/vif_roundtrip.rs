@@ -140,3 +140,23 @@ fn malformed_primitives_are_errors_not_panics() {
         "vif.versioned_object.data.vlan_id: expected an integer"
     );
 }
+
+/// The daemon and the benchmark watch KuryrPorts through `kube_lean::Lean`: the same KuryrPort,
+/// VIFs included, without the server's `managedFields`.
+#[test]
+fn kuryrport_read_without_managed_fields_is_the_same_port() {
+    for name in ["kuryrport_ovs.json", "kuryrport_nested_vlan.json"] {
+        let mut doc = load(name);
+        doc["metadata"]["managedFields"] = serde_json::json!([{
+            "manager": "kuryr-controller", "operation": "Update", "apiVersion": "openstack.org/v1",
+            "fieldsType": "FieldsV1", "subresource": "status",
+            "fieldsV1": {"f:status": {"f:vifs": {".": {}, "f:eth0": {}}}}
+        }]);
+        let text = doc.to_string();
+        let mut full: KuryrPort = serde_json::from_str(&text).expect("parse KuryrPort");
+        assert_eq!(full.metadata.managed_fields.as_ref().map(Vec::len), Some(1));
+        full.metadata.managed_fields = None;
+        let lean: kube_lean::Lean<KuryrPort> = serde_json::from_str(&text).expect("parse lean");
+        assert_eq!(lean.into_inner(), full, "{name}");
+    }
+}

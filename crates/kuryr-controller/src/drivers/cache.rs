@@ -13,13 +13,14 @@ use std::{
 
 use futures::StreamExt;
 use kube::{
-    Api, Resource,
+    Api, Client, Resource,
     runtime::{
         WatchStreamExt,
         reflector::{self, ObjectRef, Store},
         watcher,
     },
 };
+use kube_lean::Lean;
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
@@ -43,15 +44,18 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Default + Send + Sync,
 {
-    /// Starts watching `api` in a background task of the current Tokio runtime.
-    pub fn spawn(api: Api<K>, what: &'static str) -> Result<Self, DriverError> {
+    /// Starts watching every `K` in a background task of the current Tokio runtime. Objects
+    /// are decoded without `managedFields` ([`kube_lean`]): no driver reads them, and they
+    /// were most of the cost of decoding an object.
+    pub fn spawn(client: Client, what: &'static str) -> Result<Self, DriverError> {
         let handle = tokio::runtime::Handle::try_current().map_err(|_| DriverError::NoRuntime { what })?;
         let (store, writer) = reflector::store();
         let synced = Arc::new(AtomicBool::new(false));
         let flag = synced.clone();
         let (changed, _) = tokio::sync::watch::channel(0u64);
         let bump = changed.clone();
-        let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
+        let api: Api<Lean<K>> = Api::all(client);
+        let stream = reflector::reflector(writer, kube_lean::watcher(api, watcher::Config::default()))
             .default_backoff()
             .for_each(move |ev| {
                 if matches!(ev, Ok(watcher::Event::InitDone)) {

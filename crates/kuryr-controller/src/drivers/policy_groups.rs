@@ -116,8 +116,8 @@ impl PolicyGroups {
             .tags();
         Ok(Self {
             defaults: nd.pod_security_groups.clone(),
-            policies: Reflected::spawn(Api::all(client.clone()), "networkpolicies")?,
-            knps: Reflected::spawn(Api::all(client.clone()), "kuryrnetworkpolicies")?,
+            policies: Reflected::spawn(client.clone(), "networkpolicies")?,
+            knps: Reflected::spawn(client.clone(), "kuryrnetworkpolicies")?,
             open: OnceCell::new(),
             neutron,
             client,

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
 use kuryr_types::constants::ANNOTATION_PROJECT;
 
 use super::{DriverError, cache::Reflected};
@@ -85,7 +85,7 @@ impl ProjectDriver {
         if name == "annotation" {
             return Ok(Self::Annotation {
                 default_project,
-                namespaces: Reflected::spawn(Api::all(client), "namespaces")?,
+                namespaces: Reflected::spawn(client, "namespaces")?,
             });
         }
         let project_id = default_project.ok_or_else(|| missing_default("default project"))?;

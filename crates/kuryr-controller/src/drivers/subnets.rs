@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
 use kuryr_openstack::Neutron;
 use kuryr_types::KuryrNetwork;
 use tokio::sync::OnceCell;
@@ -91,7 +91,7 @@ impl SubnetsDriver {
                 })
             }
             "namespace" => Ok(Self::Namespace {
-                networks: Reflected::spawn(Api::all(client), "kuryrnetworks")?,
+                networks: Reflected::spawn(client, "kuryrnetworks")?,
             }),
             other => Err(DriverError::UnknownDriver {
                 option: "pod_subnets_driver",

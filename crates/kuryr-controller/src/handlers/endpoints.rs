@@ -147,7 +147,7 @@ impl Handler for EpHandler {
 /// Runs the handler: Services, again when their EndpointSlices, Endpoints or KLB change.
 pub async fn start(ctx: Arc<Context>) {
     let client = ctx.client.clone();
-    let klbs = match Reflected::spawn(Api::all(client.clone()), "kuryrloadbalancers") {
+    let klbs = match Reflected::spawn(client.clone(), "kuryrloadbalancers") {
         Ok(c) => c,
         Err(e) => {
             error!(handler = HANDLER, error = %crate::error_chain(&e), "cannot start");

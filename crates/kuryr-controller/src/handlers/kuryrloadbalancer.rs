@@ -516,7 +516,7 @@ pub async fn run_with(
     neutron: Arc<dyn Neutron>,
     pod_subnet: Option<(String, String)>,
 ) {
-    let networks = match Reflected::spawn(Api::all(ctx.client.clone()), "kuryrnetworks") {
+    let networks = match Reflected::spawn(ctx.client.clone(), "kuryrnetworks") {
         Ok(r) => r,
         Err(e) => {
             error!(handler = HANDLER, error = %crate::error_chain(&e), "cannot start");

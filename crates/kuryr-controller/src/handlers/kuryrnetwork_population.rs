@@ -165,7 +165,7 @@ impl PopHandler {
             client: ctx.client.clone(),
             pools,
             security_groups: SecurityGroupsDriver::defaults(&ctx.config),
-            nodes: Reflected::spawn(Api::all(ctx.client.clone()), "nodes")?,
+            nodes: Reflected::spawn(ctx.client.clone(), "nodes")?,
         })
     }
 }

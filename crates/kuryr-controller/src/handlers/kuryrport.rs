@@ -30,6 +30,7 @@ use kube::{
     api::{DeleteParams, Patch, PatchParams, Preconditions},
     runtime::{Controller, watcher},
 };
+use kube_lean::Lean;
 use kuryr_core::pool::PodKey;
 use kuryr_types::{
     KuryrPort,
@@ -104,7 +105,11 @@ pub async fn run(ctx: Arc<Context>) {
         activation: activation.clone(),
         first_seen: Mutex::default(),
     });
-    let controller = Controller::new(kps, watcher::Config::default());
+    // Decoded without managedFields (kube_lean): no step reads them.
+    let controller = Controller::new(
+        Api::<Lean<KuryrPort>>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    );
     let background = {
         let client = ctx.client.clone();
         async move {
@@ -117,7 +122,7 @@ pub async fn run(ctx: Arc<Context>) {
 /// What the KuryrPort plan looks at.
 pub struct KpObserved {
     /// The KuryrPort.
-    pub kp: Arc<KuryrPort>,
+    pub kp: Arc<Lean<KuryrPort>>,
     /// Its namespace.
     pub ns: String,
     /// Its (and its pod's) name.
@@ -129,13 +134,13 @@ pub struct KpObserved {
 }
 
 impl Handler for KpHandler {
-    type Object = KuryrPort;
+    type Object = Lean<KuryrPort>;
     type Observed = KpObserved;
     type Step = Step;
     type Error = Error;
     const NAME: &'static str = HANDLER;
 
-    async fn observe(&self, kp: &Arc<KuryrPort>, _live: bool) -> Result<KpObserved, Error> {
+    async fn observe(&self, kp: &Arc<Lean<KuryrPort>>, _live: bool) -> Result<KpObserved, Error> {
         let name = kp.name_any();
         let ns = kp
             .namespace()
@@ -233,7 +238,7 @@ impl Handler for KpHandler {
     }
 
     /// Events about a KuryrPort go to its pod, where users look.
-    fn event_target(&self, kp: &KuryrPort) -> ObjectReference {
+    fn event_target(&self, kp: &Lean<KuryrPort>) -> ObjectReference {
         pod_ref(
             &kp.namespace().unwrap_or_default(),
             &kp.name_any(),

@@ -185,7 +185,7 @@ impl NsHandler {
         Ok(Self {
             client: ctx.client.clone(),
             project: NamespaceProjectDriver::from_config(&ctx.config)?,
-            networks: Reflected::spawn(Api::all(ctx.client.clone()), "kuryrnetworks")?,
+            networks: Reflected::spawn(ctx.client.clone(), "kuryrnetworks")?,
         })
     }
 }

@@ -18,6 +18,7 @@ use kube::{
         watcher,
     },
 };
+use kube_lean::Lean;
 use kuryr_types::{KuryrPort, constants::POD_FINALIZER};
 use tracing::{debug, info};
 
@@ -141,14 +142,18 @@ impl HandlerError for Error {
 /// Runs the pod handler until the watch streams end: a kube-runtime `Controller` on Pods that
 /// also reacts to changes of the KuryrPorts they own, under the [`scaffold`].
 pub async fn run(ctx: Arc<Context>) {
-    let pods: Api<Pod> = Api::all(ctx.client.clone());
-    let ports: Api<KuryrPort> = Api::all(ctx.client.clone());
+    // Pods and KuryrPorts are decoded without managedFields (kube_lean): no step reads them.
+    let pods: Api<Lean<Pod>> = Api::all(ctx.client.clone());
+    let ports: Api<Lean<KuryrPort>> = Api::all(ctx.client.clone());
     // The cache of KuryrPorts for observation; `.owns()` below keeps its own watch for the
     // triggers (sharing one needs kube's unstable stream API).
     let (ports_store, ports_writer) = reflector::store();
-    let ports_cache = reflector(ports_writer, watcher(ports.clone(), watcher::Config::default()))
-        .default_backoff()
-        .for_each(|_| futures::future::ready(()));
+    let ports_cache = reflector(
+        ports_writer,
+        kube_lean::watcher(ports.clone(), watcher::Config::default()),
+    )
+    .default_backoff()
+    .for_each(|_| futures::future::ready(()));
     let controller =
         Controller::new(pods, watcher::Config::default()).owns(ports, watcher::Config::default());
     let ready_store = ports_store.clone();
@@ -171,7 +176,7 @@ pub struct PodHandler {
 /// What the pod plan looks at: the pod and its KuryrPort (same name and namespace).
 pub struct PodObserved {
     /// The pod.
-    pub pod: Arc<Pod>,
+    pub pod: Arc<Lean<Pod>>,
     /// Its namespace.
     pub ns: String,
     /// Its KuryrPort, from the cache or (live) from the API server.
@@ -179,13 +184,13 @@ pub struct PodObserved {
 }
 
 impl Handler for PodHandler {
-    type Object = Pod;
+    type Object = Lean<Pod>;
     type Observed = PodObserved;
     type Step = Step;
     type Error = Error;
     const NAME: &'static str = HANDLER;
 
-    async fn observe(&self, pod: &Arc<Pod>, live: bool) -> Result<PodObserved, Error> {
+    async fn observe(&self, pod: &Arc<Lean<Pod>>, live: bool) -> Result<PodObserved, Error> {
         let name = pod.name_any();
         let ns = pod
             .namespace()
@@ -218,7 +223,7 @@ impl Handler for PodHandler {
     }
 
     async fn execute(&self, o: &PodObserved, step: Step) -> Result<Flow<PodObserved>, Error> {
-        let (pod, ns, name) = (o.pod.as_ref(), &o.ns, o.pod.name_any());
+        let (pod, ns, name) = (&o.pod.0, &o.ns, o.pod.name_any());
         let ports: Api<KuryrPort> = Api::namespaced(self.client.clone(), ns);
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
         match step {

@@ -18,6 +18,7 @@ use kube::{
     Api, ResourceExt,
     runtime::{Controller, watcher},
 };
+use kube_lean::Lean;
 use kuryr_openstack::{Neutron, PortUpdate};
 use kuryr_types::{KuryrPort, VifKind};
 use tracing::{debug, info};
@@ -178,13 +179,13 @@ impl PodLabelHandler {
 }
 
 impl Handler for PodLabelHandler {
-    type Object = Pod;
+    type Object = Lean<Pod>;
     type Observed = LabelObserved;
     type Step = Step;
     type Error = Error;
     const NAME: &'static str = HANDLER;
 
-    async fn observe(&self, pod: &Arc<Pod>, live: bool) -> Result<LabelObserved, Error> {
+    async fn observe(&self, pod: &Arc<Lean<Pod>>, live: bool) -> Result<LabelObserved, Error> {
         let ns = pod.namespace().unwrap_or_default();
         let key = format!("{ns}/{}", pod.name_any());
         let host_network = pod.spec.as_ref().and_then(|s| s.host_network) == Some(true);
@@ -310,7 +311,7 @@ pub async fn start(ctx: Arc<Context>) {
         );
         return ctx.health.handler_died(HANDLER);
     };
-    let kps = match Reflected::spawn(Api::all(ctx.client.clone()), "kuryrports") {
+    let kps = match Reflected::spawn(ctx.client.clone(), "kuryrports") {
         Ok(k) => k,
         Err(e) => {
             tracing::error!(handler = HANDLER, error = %crate::error_chain(&e), "cannot start");
@@ -328,12 +329,13 @@ pub async fn start(ctx: Arc<Context>) {
     let client = ctx.client.clone();
     // Every pod again after a NetworkPolicy or KuryrNetworkPolicy change, triggered by the
     // driver's own caches once they hold it.
-    let controller = Controller::new(Api::<Pod>::all(client.clone()), watcher::Config::default())
+    // Pods and KuryrPorts decoded without managedFields (kube_lean): nothing here reads them.
+    let controller = Controller::new(Api::<Lean<Pod>>::all(client.clone()), watcher::Config::default())
         .reconcile_all_on(groups.changes())
         .watches(
-            Api::<KuryrPort>::all(client),
+            Api::<Lean<KuryrPort>>::all(client),
             watcher::Config::default(),
-            |kp: KuryrPort| super::same_name::<Pod, _>(&kp),
+            |kp: Lean<KuryrPort>| super::same_name::<Lean<Pod>, _>(&kp),
         );
     // The open-direction groups made at start, not when the first policy waits for them.
     let open = groups.clone();

@@ -301,10 +301,10 @@ pub async fn start(ctx: Arc<Context>) {
     let client = ctx.client.clone();
     let caches = (|| -> Result<_, crate::drivers::DriverError> {
         Ok((
-            Reflected::spawn(Api::all(client.clone()), "pods")?,
-            Reflected::spawn(Api::all(client.clone()), "namespaces")?,
-            Reflected::spawn(Api::all(client.clone()), "services")?,
-            Reflected::spawn(Api::all(client.clone()), "kuryrnetworkpolicies")?,
+            Reflected::spawn(client.clone(), "pods")?,
+            Reflected::spawn(client.clone(), "namespaces")?,
+            Reflected::spawn(client.clone(), "services")?,
+            Reflected::spawn(client.clone(), "kuryrnetworkpolicies")?,
         ))
     })();
     let (pods, namespaces, services, knps) = match caches {

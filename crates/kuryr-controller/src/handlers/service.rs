@@ -247,12 +247,8 @@ impl Handler for SvcHandler {
 
 /// Runs the handler: Services, and again when their KLB changes.
 pub async fn start(ctx: Arc<Context>) {
-    let caches = Reflected::spawn(Api::all(ctx.client.clone()), "kuryrloadbalancers").and_then(|k| {
-        Ok((
-            k,
-            Reflected::spawn(Api::all(ctx.client.clone()), "endpointslices")?,
-        ))
-    });
+    let caches = Reflected::spawn(ctx.client.clone(), "kuryrloadbalancers")
+        .and_then(|k| Ok((k, Reflected::spawn(ctx.client.clone(), "endpointslices")?)));
     let (klbs, slices) = match caches {
         Ok(r) => r,
         Err(e) => {
