@@ -229,11 +229,12 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Wrap<V> {
     }
 }
 
-/// Deserializer methods that take only the visitor, forwarded with the visitor wrapped.
+/// Deserializer methods, forwarded with their arguments and the visitor wrapped.
 macro_rules! forward {
-    ($($method:ident),* $(,)?) => {$(
-        fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
-            self.inner.$method(Wrap { inner: visitor, level: self.level })
+    ($($method:ident($($arg:ident: $ty:ty),*)),* $(,)?) => {$(
+        fn $method<V: Visitor<'de>>(self, $($arg: $ty,)* visitor: V) -> Result<V::Value, D::Error> {
+            let level = self.level;
+            self.inner.$method($($arg,)* Wrap { inner: visitor, level })
         }
     )*};
 }
@@ -242,124 +243,38 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for At<D> {
     type Error = D::Error;
 
     forward!(
-        deserialize_any,
-        deserialize_bool,
-        deserialize_i8,
-        deserialize_i16,
-        deserialize_i32,
-        deserialize_i64,
-        deserialize_i128,
-        deserialize_u8,
-        deserialize_u16,
-        deserialize_u32,
-        deserialize_u64,
-        deserialize_u128,
-        deserialize_f32,
-        deserialize_f64,
-        deserialize_char,
-        deserialize_str,
-        deserialize_string,
-        deserialize_bytes,
-        deserialize_byte_buf,
-        deserialize_option,
-        deserialize_unit,
-        deserialize_seq,
-        deserialize_map,
-        deserialize_identifier,
-        deserialize_ignored_any,
+        deserialize_any(),
+        deserialize_bool(),
+        deserialize_i8(),
+        deserialize_i16(),
+        deserialize_i32(),
+        deserialize_i64(),
+        deserialize_i128(),
+        deserialize_u8(),
+        deserialize_u16(),
+        deserialize_u32(),
+        deserialize_u64(),
+        deserialize_u128(),
+        deserialize_f32(),
+        deserialize_f64(),
+        deserialize_char(),
+        deserialize_str(),
+        deserialize_string(),
+        deserialize_bytes(),
+        deserialize_byte_buf(),
+        deserialize_option(),
+        deserialize_unit(),
+        deserialize_seq(),
+        deserialize_map(),
+        deserialize_identifier(),
+        deserialize_ignored_any(),
+        deserialize_unit_struct(name: &'static str),
+        deserialize_newtype_struct(name: &'static str),
+        deserialize_tuple(len: usize),
+        deserialize_tuple_struct(name: &'static str, len: usize),
+        deserialize_struct(name: &'static str, fields: &'static [&'static str]),
+        deserialize_enum(name: &'static str, variants: &'static [&'static str]),
     );
-
-    fn deserialize_unit_struct<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        visitor: V,
-    ) -> Result<V::Value, D::Error> {
-        let level = self.level;
-        self.inner.deserialize_unit_struct(
-            name,
-            Wrap {
-                inner: visitor,
-                level,
-            },
-        )
-    }
-
-    fn deserialize_newtype_struct<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        visitor: V,
-    ) -> Result<V::Value, D::Error> {
-        let level = self.level;
-        self.inner.deserialize_newtype_struct(
-            name,
-            Wrap {
-                inner: visitor,
-                level,
-            },
-        )
-    }
-
-    fn deserialize_tuple<V: Visitor<'de>>(self, len: usize, visitor: V) -> Result<V::Value, D::Error> {
-        let level = self.level;
-        self.inner.deserialize_tuple(
-            len,
-            Wrap {
-                inner: visitor,
-                level,
-            },
-        )
-    }
-
-    fn deserialize_tuple_struct<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        len: usize,
-        visitor: V,
-    ) -> Result<V::Value, D::Error> {
-        let level = self.level;
-        self.inner.deserialize_tuple_struct(
-            name,
-            len,
-            Wrap {
-                inner: visitor,
-                level,
-            },
-        )
-    }
-
-    fn deserialize_struct<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        fields: &'static [&'static str],
-        visitor: V,
-    ) -> Result<V::Value, D::Error> {
-        let level = self.level;
-        self.inner.deserialize_struct(
-            name,
-            fields,
-            Wrap {
-                inner: visitor,
-                level,
-            },
-        )
-    }
-
-    fn deserialize_enum<V: Visitor<'de>>(
-        self,
-        name: &'static str,
-        variants: &'static [&'static str],
-        visitor: V,
-    ) -> Result<V::Value, D::Error> {
-        let level = self.level;
-        self.inner.deserialize_enum(
-            name,
-            variants,
-            Wrap {
-                inner: visitor,
-                level,
-            },
-        )
-    }
 
     fn is_human_readable(&self) -> bool {
         self.inner.is_human_readable()
