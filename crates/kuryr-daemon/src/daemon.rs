@@ -114,22 +114,26 @@ impl Daemon {
         g.entry(key.to_owned()).or_default().clone()
     }
 
-    /// Waits (bounded) until `ready` returns `Some`, re-checking on every registry update.
+    /// Waits (bounded) until `ready` returns `Ok`, re-checking on every registry update of
+    /// `key` (the pod's `<namespace>/<name>`).
     pub(crate) async fn wait_registry<T>(
         &self,
+        key: &str,
         deadline: Instant,
         mut ready: impl FnMut() -> Result<T, WaitReason>,
     ) -> Result<T, WaitReason> {
-        let mut rx = self.registry.changed();
+        let mut rx = self.registry.changed_for(key);
+        let timeout = tokio::time::sleep_until(deadline.into());
+        tokio::pin!(timeout);
         loop {
             rx.borrow_and_update();
             let reason = match ready() {
                 Ok(v) => return Ok(v),
                 Err(r) => r,
             };
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || tokio::time::timeout(left, rx.changed()).await.is_err() {
-                return Err(reason);
+            tokio::select! {
+                r = rx.changed() => if r.is_err() { return Err(reason) },
+                _ = &mut timeout => return Err(reason),
             }
         }
     }

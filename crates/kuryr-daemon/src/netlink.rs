@@ -197,9 +197,10 @@ impl Netlink {
     /// Creates VLAN `vlan_id` of link `parent` (an index in this connection's namespace)
     /// directly inside the namespace open as `into`, called `name` there, with `mac` and `mtu`,
     /// down. The parent stays where it is; the VLAN link lives in the pod's namespace. The
-    /// kernel looks `name` up in *this* namespace first (an existing link there would be taken
-    /// for a change request): use a name no link here has, and rename the link in its new
-    /// namespace. Fails with [`NetlinkError::is_exists`] when `name` is taken.
+    /// kernel looks `name` up in *this* namespace first and would take an existing link there
+    /// for a change request: the request is exclusive, so it fails with
+    /// [`NetlinkError::is_exists`] when a link here has `name`, as when `name` or the VLAN ID is
+    /// taken where the link would go.
     pub async fn add_vlan_into(
         &self,
         name: &str,
@@ -255,6 +256,17 @@ impl Netlink {
         self.handle
             .link()
             .set(LinkUnspec::new_with_index(index).name(to.to_owned()).build())
+            .execute()
+            .await
+            .map_err(Self::req("rename link", from))
+    }
+
+    /// Renames link `index` (down) from `from` to `to` and brings it up, in one request (the
+    /// kernel applies the name before the flags).
+    pub async fn rename_up(&self, index: u32, from: &str, to: &str) -> Result<(), NetlinkError> {
+        self.handle
+            .link()
+            .set(LinkUnspec::new_with_index(index).name(to.to_owned()).up().build())
             .execute()
             .await
             .map_err(Self::req("rename link", from))

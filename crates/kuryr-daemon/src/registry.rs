@@ -1,6 +1,7 @@
 //! The registry: what the watchers know about this node's KuryrPorts and pods, and the pure
 //! decisions CNI ADD takes from it ([`decide_add`], [`all_active`]). ADD never asks the API
-//! server: it waits on [`Registry::changed`] (a version counter bumped on every update).
+//! server: it waits on [`Registry::changed_for`] its pod's key, woken only by updates of that
+//! key (and by re-lists), so a burst of N concurrent ADDs costs O(N) wake-ups, not O(N²).
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
@@ -127,6 +128,30 @@ struct Inner {
     /// Keys seen since the last re-list started (per watcher), to drop vanished objects.
     ports_relist: Option<HashSet<String>>,
     pods_relist: Option<HashSet<String>>,
+    /// The waiters' channels per key (created by [`Registry::changed_for`], dropped once no
+    /// receiver is left).
+    waiters: HashMap<String, watch::Sender<u64>>,
+}
+
+impl Inner {
+    /// Wakes the waiters of `key`.
+    fn notify(&mut self, key: &str) {
+        if let Some(tx) = self.waiters.get(key) {
+            if tx.receiver_count() == 0 {
+                self.waiters.remove(key);
+            } else {
+                tx.send_modify(|v| *v += 1);
+            }
+        }
+    }
+
+    /// Wakes every waiter (a re-list may have dropped any key).
+    fn notify_all(&mut self) {
+        self.waiters.retain(|_, tx| tx.receiver_count() > 0);
+        for tx in self.waiters.values() {
+            tx.send_modify(|v| *v += 1);
+        }
+    }
 }
 
 /// Which watcher an update comes from.
@@ -139,29 +164,15 @@ pub enum Source {
 }
 
 /// The shared registry.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Registry {
     inner: Mutex<Inner>,
-    version: watch::Sender<u64>,
-}
-
-impl Default for Registry {
-    fn default() -> Self {
-        Self {
-            inner: Mutex::new(Inner::default()),
-            version: watch::Sender::new(0),
-        }
-    }
 }
 
 impl Registry {
     fn update<T>(&self, f: impl FnOnce(&mut Inner) -> T) -> T {
-        let out = {
-            let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-            f(&mut g)
-        };
-        self.version.send_modify(|v| *v += 1);
-        out
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut g)
     }
 
     fn read<T>(&self, f: impl FnOnce(&Inner) -> T) -> T {
@@ -169,9 +180,18 @@ impl Registry {
         f(&g)
     }
 
-    /// A receiver that sees every later update.
-    pub fn changed(&self) -> watch::Receiver<u64> {
-        self.version.subscribe()
+    /// A receiver that sees every later update of `key`'s KuryrPort or pod, and every re-list.
+    pub fn changed_for(&self, key: &str) -> watch::Receiver<u64> {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(tx) = g.waiters.get(key) {
+            return tx.subscribe();
+        }
+        // Keys whose waiters left without another update of theirs.
+        g.waiters.retain(|_, tx| tx.receiver_count() > 0);
+        let tx = watch::Sender::new(0);
+        let rx = tx.subscribe();
+        g.waiters.insert(key.to_owned(), tx);
+        rx
     }
 
     /// Stores (or replaces) a KuryrPort.
@@ -180,6 +200,7 @@ impl Registry {
             if let Some(seen) = i.ports_relist.as_mut() {
                 seen.insert(key.clone());
             }
+            i.notify(&key);
             i.ports.insert(key, rec);
         });
     }
@@ -188,6 +209,7 @@ impl Registry {
     pub fn delete_port(&self, key: &str) {
         self.update(|i| {
             i.ports.remove(key);
+            i.notify(key);
         });
     }
 
@@ -197,6 +219,7 @@ impl Registry {
             if let Some(seen) = i.pods_relist.as_mut() {
                 seen.insert(key.clone());
             }
+            i.notify(&key);
             i.pods.insert(key, rec);
         });
     }
@@ -205,6 +228,7 @@ impl Registry {
     pub fn delete_pod(&self, key: &str) {
         self.update(|i| {
             i.pods.remove(key);
+            i.notify(key);
         });
     }
 
@@ -224,12 +248,14 @@ impl Registry {
                     i.ports.retain(|k, _| seen.contains(k));
                 }
                 i.ports_synced = true;
+                i.notify_all();
             }
             Source::Pods => {
                 if let Some(seen) = i.pods_relist.take() {
                     i.pods.retain(|k, _| seen.contains(k));
                 }
                 i.pods_synced = true;
+                i.notify_all();
             }
         });
     }
@@ -244,6 +270,23 @@ impl Registry {
         self.read(|i| decide_add(args_uid, i.pods.get(key), i.ports.get(key)))
     }
 
+    /// Whether the pod `pod_uid` of `key` is terminating (ADD's [`AddDecision::Gone`]), read
+    /// without copying any VIF.
+    pub fn pod_gone(&self, key: &str, pod_uid: &str) -> bool {
+        self.read(|i| i.pods.get(key).is_some_and(|p| p.uid == pod_uid && p.terminating))
+    }
+
+    /// Whether every VIF of `key` is active, if its KuryrPort still belongs to `pod_uid`
+    /// (read in place: ADD's activation wait asks on each update of its pod).
+    pub fn vifs_active(&self, key: &str, pod_uid: &str) -> Option<bool> {
+        self.read(|i| {
+            i.ports
+                .get(key)
+                .filter(|p| p.pod_uid == pod_uid)
+                .map(|p| all_active(&p.vifs))
+        })
+    }
+
     /// The current VIFs of `key` if its KuryrPort still belongs to `pod_uid`.
     pub fn vifs(&self, key: &str, pod_uid: &str) -> Option<BTreeMap<String, VifEntry>> {
         self.read(|i| {
@@ -252,6 +295,12 @@ impl Registry {
                 .filter(|p| p.pod_uid == pod_uid)
                 .map(|p| p.vifs.clone())
         })
+    }
+
+    /// Keys with a waiters' channel (tests).
+    #[cfg(test)]
+    fn waiter_keys(&self) -> usize {
+        self.read(|i| i.waiters.len())
     }
 
     /// Number of KuryrPorts known.
@@ -338,17 +387,62 @@ mod tests {
     }
 
     #[test]
-    fn relist_drops_vanished_and_bumps_version() {
+    fn relist_drops_vanished_and_wakes_waiters() {
         let r = Registry::default();
-        let rx = r.changed();
+        let mut rx_a = r.changed_for("ns/a");
+        let rx_c = r.changed_for("ns/c");
         r.put_port("ns/a".into(), port("u", None));
         r.put_port("ns/b".into(), port("u", None));
-        assert!(rx.has_changed().unwrap());
+        assert!(rx_a.has_changed().unwrap());
+        assert!(
+            !rx_c.has_changed().unwrap(),
+            "updates of other keys wake nobody else"
+        );
+        rx_a.borrow_and_update();
+        r.put_pod(
+            "ns/a".into(),
+            PodRecord {
+                uid: "u".into(),
+                terminating: false,
+            },
+        );
+        assert!(
+            rx_a.has_changed().unwrap(),
+            "a pod update wakes its key's waiters"
+        );
+        rx_a.borrow_and_update();
         assert!(!r.synced());
         r.relist_start(Source::Ports);
         r.put_port("ns/a".into(), port("u", None));
         r.relist_done(Source::Ports);
         assert_eq!(r.port_count(), 1);
+        assert!(rx_c.has_changed().unwrap(), "a re-list wakes every waiter");
+        assert_eq!(r.vifs_active("ns/a", "u"), Some(true));
+        assert_eq!(r.vifs_active("ns/a", "other"), None);
+        assert!(!r.pod_gone("ns/a", "u"));
+        r.put_pod(
+            "ns/a".into(),
+            PodRecord {
+                uid: "u".into(),
+                terminating: true,
+            },
+        );
+        assert!(r.pod_gone("ns/a", "u"));
+        assert!(!r.pod_gone("ns/a", "older"));
+        drop(rx_c);
+        let _rx_e = r.changed_for("ns/e");
+        assert_eq!(
+            r.waiter_keys(),
+            2,
+            "the channel of ns/c, without receivers, was dropped"
+        );
+        drop(rx_a);
+        r.put_port("ns/a".into(), port("u", None));
+        assert_eq!(
+            r.waiter_keys(),
+            1,
+            "an update of a key nobody waits for drops its channel"
+        );
         assert!(!r.synced());
         r.relist_start(Source::Pods);
         r.relist_done(Source::Pods);

@@ -4,7 +4,7 @@
 //! (`Direct` + `AddressPairs`) against the real Neutron: each pod's port is created unbound on
 //! the VM's network and its `(IP, MAC)` added to the VM port's `allowed_address_pairs`, the
 //! three pods at once. Inside the VM this same test binary runs the daemon's real
-//! [`MacvlanBinding`]: each pod a macvlan of the VM's `eth0` with its port's MAC and address;
+//! [`MacvlanBinding`]: each pod a macvlan of the VM's `ens3` with its port's MAC and address;
 //! every pod reaches the network's router through OVN's port security, the pods reach each
 //! other, and a fourth namespace with an address and MAC nobody allowed is dropped by it. The
 //! release takes exactly the pods' pairs away. Fails — never skips — when the sandbox is down.
@@ -216,7 +216,7 @@ fn answers(ns: &str, dst: &str, secs: u64) -> Option<Duration> {
 async fn inside_the_vm(specs_json: &str, gateway: &str) {
     let specs: Vec<WireSpec> = serde_json::from_str(specs_json).expect("specs");
     let (pods, intruder) = specs.split_at(specs.len() - 1);
-    let binding = MacvlanBinding::new("eth0");
+    let binding = MacvlanBinding::new("ens3");
     for (i, spec) in specs.iter().enumerate() {
         let ns = ns_of(i);
         let _ = sh(&format!("ip netns del {ns}"));

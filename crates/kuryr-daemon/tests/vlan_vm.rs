@@ -2,7 +2,7 @@
 //! kernel, its NIC on node-1's Open vSwitch bound to the parent port of a Neutron trunk on the
 //! worker-nodes network) and a pod port added to that trunk as a VLAN subport, its VLAN ID from
 //! the allocator. Inside the VM, this same test binary runs the daemon's real [`VlanBinding`]:
-//! the VLAN link of the VM's `eth0` is created in a fresh pod namespace with the port's MAC,
+//! the VLAN link of the VM's `ens3` is created in a fresh pod namespace with the port's MAC,
 //! addresses and routes (`VIFVlanNested` → `WireSpec`, as the CNI ADD computes it), CHECK finds
 //! nothing wrong, the pod reaches the pod network's router through OVN (which strips and adds
 //! the tag), and DEL leaves nothing. Fails — never skips — when the sandbox is down.
@@ -135,7 +135,7 @@ async fn inside_the_vm(spec_json: &str, gateway: &str) {
     let (ok, out) = sh(&format!("ip netns add {POD_NS}"));
     assert!(ok, "ip netns add: {out}");
     let netns = PathBuf::from(format!("/run/netns/{POD_NS}"));
-    let binding = VlanBinding::new("eth0");
+    let binding = VlanBinding::new("ens3");
     let t = Instant::now();
     binding.connect(&spec, &netns).await.expect("connect");
     println!("VLAN {vlan} wired in {} ms", t.elapsed().as_millis());
@@ -169,6 +169,24 @@ async fn inside_the_vm(spec_json: &str, gateway: &str) {
     binding.disconnect(&spec, &netns).await.expect("disconnect again");
     let report = binding.check(&spec, &netns).await.expect("check");
     assert!(report.iter().any(|r| r.contains("missing")), "{report:?}");
+    // A CNI interface name that a link of the VM itself has (its management NIC, ens4): the
+    // kernel would take the creation for a change of that link, so the pod's link is created
+    // under the port's device name and renamed inside the pod's namespace.
+    let clash = WireSpec {
+        ifname: "ens4".into(),
+        ..spec.clone()
+    };
+    binding.connect(&clash, &netns).await.expect("connect as ens4");
+    let report = binding.check(&clash, &netns).await.expect("check ens4");
+    assert!(report.is_empty(), "CHECK: {report:?}");
+    let (_, link) = sh(&format!("ip -n {POD_NS} -d link show ens4"));
+    assert!(
+        link.contains(&format!("vlan protocol 802.1Q id {vlan}")),
+        "{link}"
+    );
+    let (_, own) = sh("ip -4 addr show ens4");
+    assert!(own.contains("10.0.2.15"), "the VM's own ens4 was changed: {own}");
+    binding.disconnect(&clash, &netns).await.expect("disconnect ens4");
     let _ = sh(&format!("ip netns del {POD_NS}"));
     // A deleted namespace: DEL still succeeds.
     binding

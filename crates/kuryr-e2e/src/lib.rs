@@ -24,6 +24,7 @@ pub mod probe;
 pub mod public_ip;
 pub mod report;
 pub mod services;
+pub mod settle;
 pub mod soak;
 pub mod svc_burst;
 pub mod svc_demo;

@@ -34,7 +34,9 @@ use crate::{
 const NOT_READY_REPORT_EVERY: Duration = Duration::from_secs(30);
 
 struct Worker {
-    tx: watch::Sender<Option<Pod>>,
+    /// The pod's latest version, shared (a worker looks at each event of its pod; a deep copy
+    /// per event cost the emulated VM nodes' CPU for nothing).
+    tx: watch::Sender<Option<Arc<Pod>>>,
     handle: JoinHandle<()>,
 }
 
@@ -116,7 +118,7 @@ fn dispatch(
     let Some(uid) = pod.uid() else { return };
     if let Some(w) = workers.get(&uid) {
         if !w.handle.is_finished() {
-            let _ = w.tx.send(Some(pod));
+            let _ = w.tx.send(Some(Arc::new(pod)));
             return;
         }
     }
@@ -131,7 +133,7 @@ fn dispatch(
     for rec in records {
         spawn_gc(ctx, rec);
     }
-    let (tx, rx) = watch::channel(Some(pod));
+    let (tx, rx) = watch::channel(Some(Arc::new(pod)));
     let ctx2 = ctx.clone();
     let done = done_tx.clone();
     let uid2 = uid.clone();
@@ -168,7 +170,7 @@ fn spawn_gc(ctx: &Arc<Ctx>, rec: SandboxRecord) {
     });
 }
 
-async fn worker(ctx: Arc<Ctx>, mut rx: watch::Receiver<Option<Pod>>, adopt: Option<SandboxRecord>) {
+async fn worker(ctx: Arc<Ctx>, mut rx: watch::Receiver<Option<Arc<Pod>>>, adopt: Option<SandboxRecord>) {
     let mut running: Option<Running> = None;
     let mut host_pod: Option<HostPod> = None;
     if let Some(rec) = adopt {
@@ -195,6 +197,7 @@ async fn worker(ctx: Arc<Ctx>, mut rx: watch::Receiver<Option<Pod>>, adopt: Opti
     let mut backoff = base;
     let mut pending_reported = false;
     let mut last_not_ready: Option<std::time::Instant> = None;
+    let mut running_status: Option<serde_json::Value> = None;
     loop {
         let pod = rx.borrow_and_update().clone();
         let mut retry_after: Option<Duration> = None;
@@ -229,7 +232,7 @@ async fn worker(ctx: Arc<Ctx>, mut rx: watch::Receiver<Option<Pod>>, adopt: Opti
             }
             Some(pod) if containers::runs_processes(&ctx.cfg.images, &pod) => {
                 if host_pod.is_none() {
-                    host_pod = Some(HostPod::start(ctx.clone(), pod));
+                    host_pod = Some(HostPod::start(ctx.clone(), Pod::clone(&pod)));
                 }
             }
             Some(pod) if host_network(&pod) => {
@@ -248,6 +251,7 @@ async fn worker(ctx: Arc<Ctx>, mut rx: watch::Receiver<Option<Pod>>, adopt: Opti
                     match sandbox::setup(&ctx, &pod).await {
                         Ok(r) => {
                             running = Some(r);
+                            running_status = None;
                             backoff = base;
                         }
                         Err(e @ SetupError::NetworkNotReady(_)) => {
@@ -271,12 +275,27 @@ async fn worker(ctx: Arc<Ctx>, mut rx: watch::Receiver<Option<Pod>>, adopt: Opti
                     }
                 }
                 if let Some(r) = &running {
-                    let desired =
-                        status::running(&pod, ctx.cfg.node_ip, &r.record.pod_ips, Some(&r.record), &now());
-                    if !status::up_to_date(&pod, &desired)
-                        && write_status(&ctx, &pod, &desired).await.is_err()
-                    {
-                        retry_after = Some(Duration::from_secs(1));
+                    // What up_to_date compares of a running status (phase, IPs, conditions,
+                    // readiness) does not change while the sandbox runs: the last one built
+                    // answers for the events that follow (the pod's own status writes among
+                    // them) without building it again.
+                    let known = running_status
+                        .as_ref()
+                        .is_some_and(|d| status::up_to_date(&pod, d));
+                    if !known {
+                        let desired = status::running(
+                            &pod,
+                            ctx.cfg.node_ip,
+                            &r.record.pod_ips,
+                            Some(&r.record),
+                            &now(),
+                        );
+                        if !status::up_to_date(&pod, &desired)
+                            && write_status(&ctx, &pod, &desired).await.is_err()
+                        {
+                            retry_after = Some(Duration::from_secs(1));
+                        }
+                        running_status = Some(desired);
                     }
                 }
             }

@@ -173,47 +173,56 @@ fn init_statuses(pod: &Pod, base: &str, at: &str) -> Value {
 }
 
 /// Whether the pod's current status already says what `desired` says (phase, IPs, condition
-/// statuses, container readiness): no write needed.
+/// statuses, container readiness): no write needed. Read from the typed status as it is (a
+/// worker asks on every event of its pod).
 pub fn up_to_date(pod: &Pod, desired: &Value) -> bool {
     let Some(cur) = pod.status.as_ref() else {
         return false;
     };
-    let cur = serde_json::to_value(cur).unwrap_or(Value::Null);
-    if cur["phase"] != desired["phase"]
-        || cur["podIP"] != desired["podIP"]
-        || cur["hostIP"] != desired["hostIP"]
+    if cur.phase.as_deref() != desired["phase"].as_str()
+        || cur.pod_ip.as_deref() != desired["podIP"].as_str()
+        || cur.host_ip.as_deref() != desired["hostIP"].as_str()
     {
         return false;
     }
-    let conds = |v: &Value| -> Vec<(String, String)> {
-        let mut c: Vec<(String, String)> = v["conditions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|c| {
-                (
-                    c["type"].as_str().unwrap_or("").to_string(),
-                    c["status"].as_str().unwrap_or("").to_string(),
-                )
-            })
-            .collect();
-        c.sort();
-        c
-    };
-    let ready = |v: &Value| -> Vec<(String, bool)> {
-        v["containerStatuses"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|c| {
-                (
-                    c["name"].as_str().unwrap_or("").to_string(),
-                    c["ready"].as_bool().unwrap_or(false),
-                )
-            })
-            .collect()
-    };
-    conds(&cur) == conds(desired) && ready(&cur) == ready(desired)
+    let mut have: Vec<(&str, &str)> = cur
+        .conditions
+        .iter()
+        .flatten()
+        .map(|c| (c.type_.as_str(), c.status.as_str()))
+        .collect();
+    let mut want: Vec<(&str, &str)> = desired["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            (
+                c["type"].as_str().unwrap_or(""),
+                c["status"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    have.sort_unstable();
+    want.sort_unstable();
+    if have != want {
+        return false;
+    }
+    let ready_have = cur
+        .container_statuses
+        .iter()
+        .flatten()
+        .map(|c| (c.name.as_str(), c.ready));
+    let ready_want = desired["containerStatuses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap_or(""),
+                c["ready"].as_bool().unwrap_or(false),
+            )
+        });
+    ready_have.eq(ready_want)
 }
 
 #[cfg(test)]

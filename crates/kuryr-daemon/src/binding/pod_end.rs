@@ -12,17 +12,23 @@ use crate::{
 
 /// Brings `spec.ifname` and the loopback up, then adds the addresses and routes.
 pub async fn configure(pod: &Netlink, spec: &WireSpec) -> Result<(), NetlinkError> {
-    if spec.addresses.iter().any(|a| a.addr().is_ipv6()) {
-        // Container runtimes may start namespaces with IPv6 disabled; /proc/sys/net is the
-        // namespace of the opening thread, i.e. the pod's here. Best effort, as upstream.
-        let _ = std::fs::write("/proc/sys/net/ipv6/conf/all/disable_ipv6", "0");
-    }
     let index = pod
         .link(&spec.ifname)
         .await?
         .ok_or_else(|| NetlinkError::NoLink(spec.ifname.clone()))?
         .index;
     pod.set_up(index, &spec.ifname).await?;
+    configure_up(pod, spec, index).await
+}
+
+/// With `spec.ifname` up as link `index`: brings the loopback up, adds the addresses and
+/// routes.
+pub async fn configure_up(pod: &Netlink, spec: &WireSpec, index: u32) -> Result<(), NetlinkError> {
+    if spec.addresses.iter().any(|a| a.addr().is_ipv6()) {
+        // Container runtimes may start namespaces with IPv6 disabled; /proc/sys/net is the
+        // namespace of the opening thread, i.e. the pod's here. Best effort, as upstream.
+        let _ = std::fs::write("/proc/sys/net/ipv6/conf/all/disable_ipv6", "0");
+    }
     pod.loopback_up().await?;
     for a in &spec.addresses {
         pod.add_address(index, *a).await?;

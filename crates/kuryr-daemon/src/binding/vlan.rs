@@ -1,7 +1,8 @@
 //! The nested bindings of a VM node (upstream's `VlanDriver` and `MacvlanDriver`): the pod's
 //! link is created on the VM's interface (`[binding] link_iface`) directly inside the pod's
-//! namespace with the port's MAC and MTU, renamed to the CNI interface name, then given the
-//! port's addresses and routes. [`VlanBinding`] (`nested-vlan`): a VLAN link with the trunk
+//! namespace under the CNI interface name with the port's MAC and MTU (under the port's device
+//! name and renamed when a link of the VM has the CNI name), then given the port's addresses
+//! and routes. [`VlanBinding`] (`nested-vlan`): a VLAN link with the trunk
 //! subport's VLAN ID; Neutron/OVN strip and add the tag outside the VM. [`MacvlanBinding`]
 //! (`nested-macvlan`): a macvlan link in bridge mode (pods of one VM reach each other inside
 //! it); the VM port's allowed address pairs let the pod's MAC and IPs out. There is no bridge
@@ -180,35 +181,97 @@ async fn wire(
         .index;
     netns::enter(&pod_ns, netns_path)?;
     let pod = Netlink::connect().map_err(nl_err)?;
-    // Leftovers of an earlier attempt for this container go first.
+    let create = |name: &str| {
+        let name = name.to_owned();
+        let (host, pod_ns) = (&host, &pod_ns);
+        async move {
+            match link {
+                NestedLink::Vlan(vlan) => {
+                    host.add_vlan_into(&name, parent_index, vlan, spec.mac, spec.mtu, pod_ns)
+                        .await
+                }
+                NestedLink::Macvlan => {
+                    host.add_macvlan_into(&name, parent_index, spec.mac, spec.mtu, pod_ns)
+                        .await
+                }
+            }
+        }
+    };
+    // Created directly under the CNI interface name: renaming a link waits for an RCU grace
+    // period while holding RTNL (measured in the emulated VM nodes: 13 ms a rename, during
+    // which every other link operation of the VM waits). The kernel looks the name up in the
+    // VM's namespace first, though, and takes an existing link there for a change request: a
+    // VM whose own interface is called like the pod's (`eth0`) answers EEXIST, and the link is
+    // then created under the port's device name and renamed inside the pod's namespace.
+    let index = match create(&spec.ifname).await {
+        Ok(()) => {
+            let index = index_of(&pod, &spec.ifname).await?;
+            pod.set_up(index, &spec.ifname).await.map_err(nl_err)?;
+            index
+        }
+        Err(e) if e.is_exists() => create_and_rename(&pod, spec, link, create).await?,
+        Err(e) => return Err(nl_err(e)),
+    };
+    pod_end::configure_up(&pod, spec, index).await.map_err(nl_err)
+}
+
+/// The fallback of [`wire`]: the link created as `spec.host_dev` and renamed to `spec.ifname`
+/// (up); leftovers of an earlier attempt for this container are removed when they are in the
+/// way (the common case, a fresh namespace, costs no lookups for them). Returns its index.
+async fn create_and_rename<F, Fut>(
+    pod: &Netlink,
+    spec: &WireSpec,
+    link: NestedLink,
+    create: F,
+) -> Result<u32, VlanBindingError>
+where
+    F: Fn(&str) -> Fut,
+    Fut: std::future::Future<Output = Result<(), NetlinkError>>,
+{
+    let nl_err = VlanBindingError::Netlink;
+    match create(&spec.host_dev).await {
+        Err(e) if e.is_exists() => {
+            remove_leftovers(pod, spec, link).await?;
+            create(&spec.host_dev).await.map_err(nl_err)?;
+        }
+        other => other.map_err(nl_err)?,
+    }
+    let index = index_of(pod, &spec.host_dev).await?;
+    if spec.host_dev == spec.ifname {
+        pod.set_up(index, &spec.ifname).await.map_err(nl_err)?;
+        return Ok(index);
+    }
+    match pod.rename_up(index, &spec.host_dev, &spec.ifname).await {
+        Err(e) if e.is_exists() => {
+            // An earlier attempt's link already has the interface name.
+            if pod.delete_link(&spec.ifname).await.map_err(nl_err)? {
+                tracing::info!(ifname = %spec.ifname, ?link, "removed a leftover link");
+            }
+            pod.rename_up(index, &spec.host_dev, &spec.ifname)
+                .await
+                .map_err(nl_err)?;
+        }
+        other => other.map_err(nl_err)?,
+    }
+    Ok(index)
+}
+
+async fn index_of(pod: &Netlink, name: &str) -> Result<u32, VlanBindingError> {
+    Ok(pod
+        .link(name)
+        .await
+        .map_err(VlanBindingError::Netlink)?
+        .ok_or_else(|| VlanBindingError::Netlink(NetlinkError::NoLink(name.to_owned())))?
+        .index)
+}
+
+/// Deletes the links an earlier attempt for this container may have left in the pod's
+/// namespace (under the CNI interface name or the port's device name).
+async fn remove_leftovers(pod: &Netlink, spec: &WireSpec, link: NestedLink) -> Result<(), VlanBindingError> {
     for name in [spec.ifname.as_str(), spec.host_dev.as_str()] {
-        if pod.delete_link(name).await.map_err(nl_err)? {
+        if pod.delete_link(name).await.map_err(VlanBindingError::Netlink)? {
             tracing::info!(ifname = name, ?link, "removed a leftover link");
         }
     }
-    // Created under the port's device name (no link of the VM has it; the kernel looks the
-    // name up in the VM's namespace first, where `eth0` is the trunk interface itself), then
-    // renamed to the CNI interface name inside the pod's namespace.
-    match link {
-        NestedLink::Vlan(vlan) => host
-            .add_vlan_into(&spec.host_dev, parent_index, vlan, spec.mac, spec.mtu, &pod_ns)
-            .await
-            .map_err(nl_err)?,
-        NestedLink::Macvlan => host
-            .add_macvlan_into(&spec.host_dev, parent_index, spec.mac, spec.mtu, &pod_ns)
-            .await
-            .map_err(nl_err)?,
-    }
-    let index = pod
-        .link(&spec.host_dev)
-        .await
-        .map_err(nl_err)?
-        .ok_or_else(|| nl_err(NetlinkError::NoLink(spec.host_dev.clone())))?
-        .index;
-    if spec.host_dev != spec.ifname {
-        pod.rename(index, &spec.host_dev, &spec.ifname)
-            .await
-            .map_err(nl_err)?;
-    }
-    pod_end::configure(&pod, spec).await.map_err(nl_err)
+    Ok(())
 }

@@ -16,7 +16,7 @@ use crate::{
     activation::{self, Signal},
     binding::spec,
     daemon::{Daemon, OpError},
-    registry::{AddDecision, WaitReason, all_active},
+    registry::{AddDecision, WaitReason},
     request::CniCall,
     state::{Attachment, WiredVif},
 };
@@ -35,7 +35,7 @@ impl Daemon {
         let timeout = self.settings.vif_timeout;
         let deadline = Instant::now() + timeout;
         let decision = self
-            .wait_registry(deadline, || {
+            .wait_registry(&key, deadline, || {
                 match self.registry.decide(&key, call.pod_uid.as_deref()) {
                     AddDecision::Ready { pod_uid, vifs } => Ok(Ok((pod_uid, vifs))),
                     AddDecision::Gone => Ok(Err(())),
@@ -119,31 +119,33 @@ impl Daemon {
             .iter()
             .all(|w| VifKind::from_name(&w.class) == VifKind::OpenVSwitch);
         let devs: Vec<String> = wired.iter().map(|w| w.spec.host_dev.clone()).collect();
-        let mut reg = self.registry.changed();
+        let mut reg = self.registry.changed_for(key);
         // Without OVN's flags (a datapath that has none), Neutron's ACTIVE alone ends the wait.
         let ovn_watch = self.bindings.ovn_installed();
         let mut ovn = ovn_watch.as_ref().map(|w| w.wait());
         loop {
             reg.borrow_and_update();
-            let current = self.registry.vifs(key, pod_uid);
+            // Read in place on each wake-up; the VIFs are copied once, on success.
+            let registry_active = self.registry.vifs_active(key, pod_uid);
             // The pod went away meanwhile (its KuryrPort deleted or handed to a new pod of the
             // same name, or the pod terminating): nobody waits for this sandbox any more.
-            if current.is_none() || matches!(self.registry.decide(key, Some(pod_uid)), AddDecision::Gone) {
+            if registry_active.is_none() || self.registry.pod_gone(key, pod_uid) {
                 self.metrics.observe_active_wait("gone", started.elapsed());
                 return Err(OpError::PodGone(key.to_owned()));
             }
-            let registry_active = current.as_ref().is_some_and(all_active);
-            let signal = {
-                let none = HashSet::new();
-                let installed = ovn.as_mut().map(|o| o.rx.borrow_and_update().clone());
-                let installed = installed.as_deref().unwrap_or(&none);
-                activation::decide(registry_active, all_ovs, &devs, installed)
+            let registry_active = registry_active.unwrap_or(false);
+            let signal = match ovn.as_mut() {
+                Some(o) => {
+                    let installed = o.rx.borrow_and_update();
+                    activation::decide(registry_active, all_ovs, &devs, &installed)
+                }
+                None => activation::decide(registry_active, all_ovs, &devs, &HashSet::new()),
             };
             if let Some(signal) = signal {
                 let took = started.elapsed();
                 self.metrics.observe_active_wait(signal.label(), took);
                 debug!(pod = %key, signal = signal.label(), wait_ms = took.as_secs_f64() * 1000.0, "active");
-                return Ok(match (signal, current) {
+                return Ok(match (signal, self.registry.vifs(key, pod_uid)) {
                     (Signal::Neutron, Some(v)) => v,
                     _ => vifs,
                 });

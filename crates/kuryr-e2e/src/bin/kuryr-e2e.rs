@@ -28,7 +28,7 @@ use clap::{Parser, Subcommand};
 use kuryr_e2e::{
     burst::{self, BurstConfig},
     cluster::Cluster,
-    neutron, pods, probe, report,
+    neutron, pods, probe, report, settle,
     soak::{self, SoakConfig, SoakPod},
 };
 
@@ -329,6 +329,11 @@ fn outside_config(cluster: &Cluster) -> anyhow::Result<burst::OutsideConfig> {
     })
 }
 
+/// A burst starts once the machine's CPU is at most this busy (all cores) for two seconds...
+const SETTLE_BUSY: f64 = 0.30;
+/// ...or after this long.
+const SETTLE_MAX: Duration = Duration::from_secs(90);
+
 async fn cmd_burst(cluster: &Cluster, a: BurstArgs<'_>) -> anyhow::Result<bool> {
     let BurstArgs {
         pods_n,
@@ -353,6 +358,22 @@ async fn cmd_burst(cluster: &Cluster, a: BurstArgs<'_>) -> anyhow::Result<bool> 
         )
         .await
         .context("warming the pools")?;
+        // The warm-up's own work (Neutron, OVN) goes on after the pools count their ports:
+        // the burst waits for it, bounded (kuryr_e2e::settle says why).
+        let s = settle::wait_quiet(SETTLE_BUSY, 2, SETTLE_MAX).await;
+        if s.quiet {
+            eprintln!(
+                "pod-burst: the machine went quiet {:.0} s after the warm-up (CPU {:.0} % busy)",
+                s.waited.as_secs_f64(),
+                s.busy * 100.0
+            );
+        } else {
+            eprintln!(
+                "pod-burst: the machine did not go quiet within {} s (CPU {:.0} % busy): measuring anyway",
+                SETTLE_MAX.as_secs(),
+                s.busy * 100.0
+            );
+        }
     }
     eprintln!("pod-burst: creating {pods_n} pods at once in namespace {namespace}");
     let r = burst::run(
