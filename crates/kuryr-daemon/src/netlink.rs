@@ -251,16 +251,6 @@ impl Netlink {
             .map_err(Self::req(what, name))
     }
 
-    /// Renames link `index` (down) from `from` to `to`.
-    pub async fn rename(&self, index: u32, from: &str, to: &str) -> Result<(), NetlinkError> {
-        self.handle
-            .link()
-            .set(LinkUnspec::new_with_index(index).name(to.to_owned()).build())
-            .execute()
-            .await
-            .map_err(Self::req("rename link", from))
-    }
-
     /// Renames link `index` (down) from `from` to `to` and brings it up, in one request (the
     /// kernel applies the name before the flags).
     pub async fn rename_up(&self, index: u32, from: &str, to: &str) -> Result<(), NetlinkError> {
