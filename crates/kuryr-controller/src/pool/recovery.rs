@@ -70,7 +70,7 @@ impl VifPool {
             ports.extend(more.into_iter().filter_map(|p| self.attach.pool_view(p)));
         }
         let was_busy = super::settle::recently_active(&ports, jiff::Timestamp::now());
-        let (state, report) = PoolState::recover(
+        let (mut state, report) = PoolState::recover(
             self.settings.pool.clone(),
             refs,
             &ports,
@@ -85,7 +85,11 @@ impl VifPool {
                 .map(|p| (p.id.clone(), p))
                 .collect();
             *lock(&self.ports) = known;
-            *self.state() = state;
+            let mut current = self.state();
+            // Bulk creations sent before recovery (a KuryrNetwork population can start as soon
+            // as its watch syncs) complete into their own pools.
+            state.adopt_in_flight(&mut current);
+            *current = state;
         }
         let to_delete: Vec<String> = report.to_delete.iter().map(|(id, _)| id.clone()).collect();
         if !to_delete.is_empty() {

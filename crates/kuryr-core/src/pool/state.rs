@@ -218,6 +218,24 @@ impl PoolState {
         Some(req)
     }
 
+    /// Takes over the populations `old` has in flight, for a state rebuilt (by recovery) while
+    /// bulk creations this process sent are still under way: each ticket keeps its number and
+    /// its pool, and new tickets are numbered after them. Without this the rebuilt state
+    /// numbered its tickets from 1 again, and a bulk sent before the rebuild completed an
+    /// unrelated new ticket: its ports, bound to one node, went into another node's pool (seen
+    /// in CI: pods whose ports OVN would not bind on their node).
+    pub fn adopt_in_flight(&mut self, old: &mut PoolState) {
+        self.next_ticket = self.next_ticket.max(old.next_ticket);
+        for (id, t) in std::mem::take(&mut old.tickets) {
+            let pool = self.pools.entry(t.req.key.clone()).or_default();
+            if pool.populating.is_none() {
+                pool.populating = Some(id);
+            }
+            self.next_ticket = self.next_ticket.max(id + 1);
+            self.tickets.insert(id, t);
+        }
+    }
+
     /// Starts populating `key` with `sgs` ahead of any pod (upstream's KuryrNetwork
     /// population / pool manager), if the pool is below its minimum.
     pub fn prepopulate(&mut self, key: &PoolKey, sgs: &SgSet, now: Instant) -> Option<PopulateRequest> {

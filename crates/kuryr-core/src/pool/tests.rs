@@ -709,3 +709,35 @@ fn adopt_available_adds_unknown_ports_only() {
     assert!(!st.adopt_available("y", key, sgs), "closed network");
     st.check_invariants().unwrap();
 }
+
+#[test]
+fn a_state_rebuilt_while_a_bulk_is_in_flight_keeps_its_pool() {
+    let now = Instant::now();
+    let s = sgs(&["sg1"]);
+    let mut old = PoolState::new(cfg());
+    let a = old.prepopulate(&key("w0"), &s, now).expect("w0 population");
+    // Recovery rebuilds the state while w0's bulk is under way; then w1 populates.
+    let mut st = PoolState::new(cfg());
+    st.adopt_in_flight(&mut old);
+    let b = st.prepopulate(&key("w1"), &s, now).expect("w1 population");
+    assert_ne!(a.ticket, b.ticket, "no ticket number is used twice");
+    assert!(
+        st.prepopulate(&key("w0"), &s, now).is_none(),
+        "w0 is still populating"
+    );
+    // w0's bulk completes first: its ports join w0's pool, not w1's.
+    st.complete_population(a.ticket, ids("a", 3))
+        .expect("w0's ticket");
+    st.complete_population(b.ticket, ids("b", 3))
+        .expect("w1's ticket");
+    assert!(
+        take(&mut st, &pod(1), &key("w1"), &s, now)
+            .port_id
+            .starts_with('b')
+    );
+    assert!(
+        take(&mut st, &pod(2), &key("w0"), &s, now)
+            .port_id
+            .starts_with('a')
+    );
+}
