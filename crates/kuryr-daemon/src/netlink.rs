@@ -128,7 +128,8 @@ impl Netlink {
         Ok(Some(info))
     }
 
-    async fn index(&self, name: &str) -> Result<u32, NetlinkError> {
+    /// The index of link `name` ([`NetlinkError::NoLink`] when there is none).
+    pub async fn index(&self, name: &str) -> Result<u32, NetlinkError> {
         self.link(name)
             .await?
             .map(|l| l.index)

@@ -12,11 +12,7 @@ use crate::{
 
 /// Brings `spec.ifname` and the loopback up, then adds the addresses and routes.
 pub async fn configure(pod: &Netlink, spec: &WireSpec) -> Result<(), NetlinkError> {
-    let index = pod
-        .link(&spec.ifname)
-        .await?
-        .ok_or_else(|| NetlinkError::NoLink(spec.ifname.clone()))?
-        .index;
+    let index = pod.index(&spec.ifname).await?;
     pod.set_up(index, &spec.ifname).await?;
     configure_up(pod, spec, index).await
 }

@@ -205,7 +205,7 @@ async fn wire(
     // then created under the port's device name and renamed inside the pod's namespace.
     let index = match create(&spec.ifname).await {
         Ok(()) => {
-            let index = index_of(&pod, &spec.ifname).await?;
+            let index = pod.index(&spec.ifname).await.map_err(nl_err)?;
             pod.set_up(index, &spec.ifname).await.map_err(nl_err)?;
             index
         }
@@ -236,7 +236,7 @@ where
         }
         other => other.map_err(nl_err)?,
     }
-    let index = index_of(pod, &spec.host_dev).await?;
+    let index = pod.index(&spec.host_dev).await.map_err(nl_err)?;
     if spec.host_dev == spec.ifname {
         pod.set_up(index, &spec.ifname).await.map_err(nl_err)?;
         return Ok(index);
@@ -254,15 +254,6 @@ where
         other => other.map_err(nl_err)?,
     }
     Ok(index)
-}
-
-async fn index_of(pod: &Netlink, name: &str) -> Result<u32, VlanBindingError> {
-    Ok(pod
-        .link(name)
-        .await
-        .map_err(VlanBindingError::Netlink)?
-        .ok_or_else(|| VlanBindingError::Netlink(NetlinkError::NoLink(name.to_owned())))?
-        .index)
 }
 
 /// Deletes the links an earlier attempt for this container may have left in the pod's
