@@ -9,11 +9,18 @@
 
 use std::{
     net::TcpListener,
-    sync::atomic::{AtomicU32, Ordering},
+    sync::{
+        OnceLock,
+        atomic::{AtomicU32, Ordering},
+    },
 };
 
 /// Lowest port handed out.
 const FROM: u16 = 20000;
+
+/// Step of the walk: a prime above any possible span, so it shares no factor with the span and
+/// the walk visits every port of the range once before it repeats one.
+const STRIDE: u32 = 65_521;
 
 /// First port of the kernel's ephemeral range (32768 when it cannot be read).
 pub fn ephemeral_low() -> u16 {
@@ -24,19 +31,27 @@ pub fn ephemeral_low() -> u16 {
 }
 
 /// A TCP port free right now on 127.0.0.1 of the calling thread's network namespace, below the
-/// ephemeral range. Successive calls in one process walk the range from a per-process start
-/// (time and pid), so two picks of one test, or of two tests running at once, rarely meet.
+/// ephemeral range.
+///
+/// Successive calls in one process walk the range from a per-process start (time and pid,
+/// taken once) in steps coprime with its size, so **one process never gets the same port
+/// twice** until it has used the whole range, and two processes started apart rarely meet
+/// (a port another one already listens on is skipped by the bind check). CI once saw a
+/// controller get the same port for health and metrics when every call drew a fresh start.
 pub fn free_port() -> u16 {
+    static START: OnceLock<u32> = OnceLock::new();
     static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = *START.get_or_init(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos())
+            ^ std::process::id().rotate_left(16)
+    });
     let to = ephemeral_low().max(FROM + 1);
     let span = u32::from(to - FROM);
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos())
-        ^ std::process::id().rotate_left(16);
-    for i in 0..span {
-        let k = NEXT.fetch_add(1, Ordering::Relaxed);
-        let offset = seed.wrapping_add(k.wrapping_mul(7919)).wrapping_add(i) % span;
+    for _ in 0..span {
+        let k = NEXT.fetch_add(1, Ordering::Relaxed) % span;
+        let offset = (u64::from(start) + u64::from(k) * u64::from(STRIDE)) % u64::from(span);
         // `offset < span <= u16::MAX`, so the conversion cannot fail.
         let port = FROM + u16::try_from(offset).unwrap_or(0);
         if TcpListener::bind(("127.0.0.1", port)).is_ok() {
@@ -61,11 +76,11 @@ mod tests {
     #[test]
     fn free_ports_are_below_the_ephemeral_range_and_differ() {
         let low = ephemeral_low();
-        let ports: Vec<u16> = (0..5).map(|_| free_port()).collect();
+        let ports: Vec<u16> = (0..200).map(|_| free_port()).collect();
         for p in &ports {
             assert!((FROM..low).contains(p), "{p} (ephemeral range from {low})");
         }
         let distinct: std::collections::HashSet<&u16> = ports.iter().collect();
-        assert!(distinct.len() >= 4, "{ports:?}");
+        assert_eq!(distinct.len(), ports.len(), "a port handed out twice: {ports:?}");
     }
 }
