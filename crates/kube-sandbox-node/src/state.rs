@@ -1,5 +1,7 @@
 //! The node's persistent state (its sandboxes) and the CNI result cache, as JSON files written
-//! atomically (temp file + rename) under the node's state dir.
+//! atomically (temp file + rename) under the node's state dir: one file per sandbox
+//! (`sandboxes/<sandbox id>.json`), as containerd keeps a record per sandbox, so a pod start
+//! writes its own record and not every sandbox of the node.
 
 use std::{
     collections::BTreeMap,
@@ -32,6 +34,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A sandbox id that cannot name a record file.
+    #[error("sandbox id {0:?} cannot name a record file")]
+    BadId(String),
     /// A file is not valid JSON of the expected shape.
     #[error("cannot parse {path}")]
     Parse {
@@ -154,7 +159,8 @@ impl Store {
         &self.dir
     }
 
-    fn state_path(&self) -> PathBuf {
+    /// Where releases before per-sandbox files kept every sandbox in one file.
+    fn legacy_state_path(&self) -> PathBuf {
         self.dir.join("state.json")
     }
 
@@ -164,21 +170,75 @@ impl Store {
             .join(format!("{network}-{container_id}-{ifname}"))
     }
 
-    /// Loads the state (empty when there is none yet).
-    pub fn load(&self) -> Result<State, Error> {
-        Ok(read_json(&self.state_path())?.unwrap_or_default())
+    fn sandboxes_dir(&self) -> PathBuf {
+        self.dir.join("sandboxes")
     }
 
-    /// Saves the state atomically (compact JSON: it is rewritten up to three times per pod
-    /// start, with every sandbox of the node in it).
-    pub fn save(&self, state: &State) -> Result<(), Error> {
-        let bytes = serde_json::to_vec(state).unwrap_or_default();
-        write_atomic(&self.state_path(), &bytes)
+    fn sandbox_path(&self, sandbox_id: &str) -> Result<PathBuf, Error> {
+        // Ids are 64 hex digits made by the node; a record edited by hand must not make it
+        // write or remove anything outside its directory.
+        if sandbox_id.is_empty() || !sandbox_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            return Err(Error::BadId(sandbox_id.to_owned()));
+        }
+        Ok(self.sandboxes_dir().join(format!("{sandbox_id}.json")))
+    }
+
+    /// Loads the state (empty when there is none yet). A state left by an older release in
+    /// one `state.json` is moved into per-sandbox files.
+    pub fn load(&self) -> Result<State, Error> {
+        let mut state = State::default();
+        let dir = self.sandboxes_dir();
+        match std::fs::read_dir(&dir) {
+            Ok(entries) => {
+                for entry in entries {
+                    let path = entry
+                        .map_err(|source| Error::Read {
+                            path: dir.clone(),
+                            source,
+                        })?
+                        .path();
+                    // Temp files of an interrupted write are not records.
+                    if path.extension().is_none_or(|e| e != "json") {
+                        continue;
+                    }
+                    if let Some(rec) = read_json::<SandboxRecord>(&path)? {
+                        state.sandboxes.insert(rec.sandbox_id.clone(), rec);
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(Error::Read { path: dir, source }),
+        }
+        let legacy = self.legacy_state_path();
+        if let Some(old) = read_json::<State>(&legacy)? {
+            for rec in old.sandboxes.into_values() {
+                self.save_sandbox(&rec)?;
+                state.sandboxes.entry(rec.sandbox_id.clone()).or_insert(rec);
+            }
+            std::fs::remove_file(&legacy).map_err(|source| Error::Write { path: legacy, source })?;
+        }
+        Ok(state)
+    }
+
+    /// Saves one sandbox's record atomically (compact JSON).
+    pub fn save_sandbox(&self, rec: &SandboxRecord) -> Result<(), Error> {
+        let bytes = serde_json::to_vec(rec).unwrap_or_default();
+        write_atomic(&self.sandbox_path(&rec.sandbox_id)?, &bytes)
+    }
+
+    /// Removes one sandbox's record (missing is fine).
+    pub fn remove_sandbox(&self, sandbox_id: &str) -> Result<(), Error> {
+        let path = self.sandbox_path(sandbox_id)?;
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(Error::Write { path, source }),
+        }
     }
 
     /// Writes a cached result.
     pub fn save_result(&self, entry: &CachedResult) -> Result<(), Error> {
-        let bytes = serde_json::to_vec_pretty(entry).unwrap_or_default();
+        let bytes = serde_json::to_vec(entry).unwrap_or_default();
         write_atomic(
             &self.result_path(&entry.network_name, &entry.container_id, &entry.if_name),
             &bytes,
@@ -227,14 +287,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn state_and_results_round_trip() {
+    fn records_and_results_round_trip() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::new(dir.path().join("n1"));
         assert_eq!(store.load().unwrap(), State::default());
         let mut st = State::default();
-        st.sandboxes.insert("abc".into(), SandboxRecord::sample());
-        store.save(&st).unwrap();
+        let rec = SandboxRecord::sample();
+        st.sandboxes.insert("abc".into(), rec.clone());
+        store.save_sandbox(&rec).unwrap();
         assert_eq!(store.load().unwrap(), st);
+        store.remove_sandbox("abc").unwrap();
+        store.remove_sandbox("abc").unwrap();
+        assert_eq!(store.load().unwrap(), State::default());
         let entry = CachedResult {
             kind: "cniCacheV1".into(),
             container_id: "abc".into(),
@@ -254,7 +318,45 @@ mod tests {
         assert_eq!(store.load_result("net", "abc", "eth0").unwrap(), Some(entry));
         store.remove_result("net", "abc", "eth0");
         assert_eq!(store.load_result("net", "abc", "eth0").unwrap(), None);
-        std::fs::write(store.dir().join("state.json"), b"{garbage").unwrap();
+    }
+
+    #[test]
+    fn a_broken_record_is_an_error_naming_its_file_and_temp_files_are_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        store.save_sandbox(&SandboxRecord::sample()).unwrap();
+        std::fs::write(store.sandboxes_dir().join("abc.tmp-7"), b"{half").unwrap();
+        assert_eq!(store.load().unwrap().sandboxes.len(), 1);
+        std::fs::write(store.sandboxes_dir().join("xyz.json"), b"{garbage").unwrap();
+        let err = store.load().unwrap_err().to_string();
+        assert!(err.contains("xyz.json"), "{err}");
+    }
+
+    #[test]
+    fn ids_that_are_not_one_plain_name_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        for id in ["", "../x", "a/b", "."] {
+            let rec = SandboxRecord {
+                sandbox_id: id.into(),
+                ..SandboxRecord::sample()
+            };
+            assert!(matches!(store.save_sandbox(&rec), Err(Error::BadId(_))), "{id:?}");
+            assert!(matches!(store.remove_sandbox(id), Err(Error::BadId(_))), "{id:?}");
+        }
+    }
+
+    #[test]
+    fn a_single_file_state_of_an_older_release_is_moved_into_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path());
+        let mut old = State::default();
+        old.sandboxes.insert("abc".into(), SandboxRecord::sample());
+        std::fs::write(dir.path().join("state.json"), serde_json::to_vec(&old).unwrap()).unwrap();
+        assert_eq!(store.load().unwrap(), old);
+        assert!(!dir.path().join("state.json").exists());
+        assert_eq!(store.load().unwrap(), old);
+        std::fs::write(dir.path().join("state.json"), b"{garbage").unwrap();
         assert!(store.load().is_err());
     }
 }

@@ -350,7 +350,7 @@ impl Cluster {
         Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
     }
 
-    /// The node's sandbox state dir (the node's `state.json` is there).
+    /// The node's sandbox state dir (its sandbox records are in `sandboxes/` there).
     pub fn node_state_dir(&self, node: &str) -> PathBuf {
         self.state_dir.join("nodes").join(node).join("state")
     }

@@ -252,20 +252,32 @@ pub struct PodView {
     pub netns: String,
 }
 
-/// Reads the sandbox records of a node's `state.json`: pod UID → (netns name, start time).
+/// Reads the sandbox records of a node (`sandboxes/<id>.json` in its state dir; the single
+/// `state.json` of older releases too): pod UID → (netns name, start time).
 /// A pod with several sandboxes (one whose ADD failed, then a retry) maps to the started one,
 /// the latest if several are.
 pub fn node_netns_by_uid(cluster: &Cluster, node: &str) -> BTreeMap<String, (String, Option<String>)> {
-    let path = cluster.node_state_dir(node).join("state.json");
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return BTreeMap::new();
+    let dir = cluster.node_state_dir(node);
+    let read = |path: &std::path::Path| {
+        std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
     };
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
-        return BTreeMap::new();
-    };
+    let mut records: Vec<serde_json::Value> = std::fs::read_dir(dir.join("sandboxes"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .filter_map(|p| read(&p))
+        .collect();
+    if let Some(serde_json::Value::Object(old)) =
+        read(&dir.join("state.json")).and_then(|mut v| v.get_mut("sandboxes").map(serde_json::Value::take))
+    {
+        records.extend(old.into_iter().map(|(_, r)| r));
+    }
     let mut out: BTreeMap<String, (String, Option<String>)> = BTreeMap::new();
-    let records = v.get("sandboxes").and_then(|s| s.as_object());
-    for r in records.into_iter().flat_map(|m| m.values()) {
+    for r in &records {
         let (Some(uid), Some(netns)) = (
             r.get("podUid").and_then(|s| s.as_str()),
             r.get("netns").and_then(|s| s.as_str()),

@@ -16,8 +16,9 @@
 //! - capability args offered to plugins (`runtimeConfig`): `portMappings` (from `hostPort`s) and
 //!   `io.kubernetes.cri.pod-annotations`; no `bandwidth`/`dns`/`cgroupPath`.
 //!
-//! Tests find a pod's netns in `<state-dir>/state.json` (`sandboxes.*.{namespace,name,netns}`)
-//! and the cached CNI results under `<state-dir>/results/<network>-<sandbox id>-eth0`.
+//! Tests find a pod's netns in its sandbox's record, `<state-dir>/sandboxes/<sandbox id>.json`
+//! (`{podUid,namespace,name,netns,started}`), and the cached CNI results under
+//! `<state-dir>/results/<network>-<sandbox id>-eth0`.
 
 mod exec;
 mod forward;
@@ -289,11 +290,21 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
-    /// Changes the state and persists it.
-    pub fn update_state(&self, f: impl FnOnce(&mut State)) -> Result<(), Error> {
+    /// Records a sandbox (new or changed) and persists its record.
+    pub fn put_record(&self, rec: &SandboxRecord) -> Result<(), Error> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut st);
-        self.store.save(&st).map_err(|source| Error::SaveState { source })
+        st.sandboxes.insert(rec.sandbox_id.clone(), rec.clone());
+        self.store
+            .save_sandbox(rec)
+            .map_err(|source| Error::SaveState { source })
+    }
+    /// Forgets a sandbox and removes its record.
+    pub fn forget_record(&self, sandbox_id: &str) -> Result<(), Error> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.sandboxes.remove(sandbox_id);
+        self.store
+            .remove_sandbox(sandbox_id)
+            .map_err(|source| Error::SaveState { source })
     }
     pub fn record(&self, sandbox_id: &str) -> Option<SandboxRecord> {
         let st = self.state.lock().unwrap_or_else(|p| p.into_inner());

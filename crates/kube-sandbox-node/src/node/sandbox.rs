@@ -171,10 +171,7 @@ pub(crate) async fn setup(ctx: &Arc<Ctx>, pod: &Pod) -> Result<Running, SetupErr
     };
     let args = cni::config::cni_args(&rec.namespace, &rec.name, &sandbox_id, &rec.pod_uid);
     // Record first, so that a crash at any later point leaves something to clean up.
-    ctx.update_state(|s| {
-        s.sandboxes.insert(sandbox_id.clone(), rec.clone());
-    })
-    .map_err(other)?;
+    ctx.put_record(&rec).map_err(other)?;
     let mut cache = CachedResult {
         kind: "cniCacheV1".into(),
         container_id: sandbox_id.clone(),
@@ -209,10 +206,7 @@ pub(crate) async fn setup(ctx: &Arc<Ctx>, pod: &Pod) -> Result<Running, SetupErr
         rec.pod_ips = res.pod_ips(&rec.ifname).iter().map(IpAddr::to_string).collect();
         let responders = start_responders(pod, &rec).await.map_err(other)?;
         rec.started = Some(crate::precise_now());
-        ctx.update_state(|s| {
-            s.sandboxes.insert(sandbox_id.clone(), rec.clone());
-        })
-        .map_err(other)?;
+        ctx.put_record(&rec).map_err(other)?;
         info!(pod = %rec.name, namespace = %rec.namespace, sandbox = %sandbox_id, ips = ?rec.pod_ips, "sandbox ready");
         Ok(Running {
             record: rec.clone(),
@@ -260,9 +254,7 @@ pub(crate) async fn teardown(ctx: &Ctx, rec: &SandboxRecord) -> Result<(), Error
         step: "delete netns",
         source,
     })?;
-    ctx.update_state(|s| {
-        s.sandboxes.remove(&rec.sandbox_id);
-    })?;
+    ctx.forget_record(&rec.sandbox_id)?;
     info!(pod = %rec.name, namespace = %rec.namespace, sandbox = %rec.sandbox_id, "sandbox removed");
     Ok(())
 }
