@@ -316,18 +316,36 @@ pub async fn pool_available_outside(cluster: &Cluster, client: &Client) -> Resul
     Ok(m)
 }
 
+/// How [`warm_pools`] warms.
+#[derive(Debug, Clone)]
+pub struct Warming<'a> {
+    /// Available ports each node's pool must hold at the end.
+    pub per_node: usize,
+    /// Bound of the whole warm-up.
+    pub timeout: Duration,
+    /// Count the available ports in Neutron (another controller's pools) instead of the
+    /// controller's metrics.
+    pub outside: bool,
+    /// The nodes to warm (empty: every node of the cluster).
+    pub only: &'a [String],
+    /// Let each node's warm-up pod become Ready before it is deleted, so that every node has
+    /// run its pod path (CNI plugin, daemon, binding) once before what is measured, as a node
+    /// of a running cluster has: on a freshly booted emulated VM the first pods also pay for
+    /// the emulator translating those kernel and program paths for the first time.
+    pub until_ready: bool,
+}
+
 /// Warms the pools: one pod per node (which triggers each node's pool population), deleted
 /// again, then waits until every node's pool has `per_node` available ports (counted by the
 /// controller's metrics, or in Neutron with `outside`).
-pub async fn warm_pools(
-    cluster: &Cluster,
-    client: &Client,
-    ns: &str,
-    per_node: usize,
-    timeout: Duration,
-    outside: bool,
-    only: &[String],
-) -> Result<()> {
+pub async fn warm_pools(cluster: &Cluster, client: &Client, ns: &str, w: &Warming<'_>) -> Result<()> {
+    let Warming {
+        per_node,
+        timeout,
+        outside,
+        only,
+        until_ready,
+    } = *w;
     pods::ensure_namespace(client, ns).await?;
     // The nodes whose pools are warmed: `only`, or every node of the cluster.
     let nodes: Vec<String> = if only.is_empty() {
@@ -363,6 +381,9 @@ pub async fn warm_pools(
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+    if until_ready {
+        pods::wait_ready(client, &names, deadline.saturating_duration_since(Instant::now())).await?;
     }
     for (ns, name) in &names {
         pods::delete_pod(client, ns, name).await?;

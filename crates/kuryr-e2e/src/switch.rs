@@ -115,16 +115,14 @@ pub async fn before(
     // CNI timeout while upstream fills its pools (see sandbox_tx_offload_off for what
     // upstream does when they do).
     let per_node = n.div_ceil(cluster.nodes.len().max(1));
-    crate::burst::warm_pools(
-        cluster,
-        client,
-        &format!("{ns}-warm"),
+    let warming = crate::burst::Warming {
         per_node,
         timeout,
-        true,
-        &[],
-    )
-    .await?;
+        outside: true,
+        only: &[],
+        until_ready: false,
+    };
+    crate::burst::warm_pools(cluster, client, &format!("{ns}-warm"), &warming).await?;
     create_and_wait(cluster, client, ns, "old", n, timeout).await?;
     let views = pods::collect(cluster, client, &[ns.to_string()]).await?;
     sandbox_tx_offload_off(&views)?;

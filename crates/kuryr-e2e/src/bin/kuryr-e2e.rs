@@ -346,18 +346,17 @@ async fn cmd_burst(cluster: &Cluster, a: BurstArgs<'_>) -> anyhow::Result<bool> 
     } = a;
     let client = cluster.client().await?;
     if let Some(per_node) = warm {
-        eprintln!("pod-burst: warming the pools ({per_node} available ports per node)");
-        burst::warm_pools(
-            cluster,
-            &client,
-            namespace,
+        eprintln!("pod-burst: warming the pools ({per_node} available ports per node) and each node's pod path (a pod Ready on it)");
+        let warming = burst::Warming {
             per_node,
-            Duration::from_secs(timeout),
-            outside.is_some(),
-            on_nodes,
-        )
-        .await
-        .context("warming the pools")?;
+            timeout: Duration::from_secs(timeout),
+            outside: outside.is_some(),
+            only: on_nodes,
+            until_ready: true,
+        };
+        burst::warm_pools(cluster, &client, namespace, &warming)
+            .await
+            .context("warming the pools")?;
         // The warm-up's own work (Neutron, OVN) goes on after the pools count their ports:
         // the burst waits for it, bounded (kuryr_e2e::settle says why).
         let s = settle::wait_quiet(SETTLE_BUSY, 2, SETTLE_MAX).await;
