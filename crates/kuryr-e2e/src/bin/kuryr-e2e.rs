@@ -346,7 +346,9 @@ async fn cmd_burst(cluster: &Cluster, a: BurstArgs<'_>) -> anyhow::Result<bool> 
     } = a;
     let client = cluster.client().await?;
     if let Some(per_node) = warm {
-        eprintln!("pod-burst: warming the pools ({per_node} available ports per node) and each node's pod path (a pod Ready on it)");
+        eprintln!(
+            "pod-burst: warming the pools ({per_node} available ports per node) and each node's pod path (a pod Ready on it)"
+        );
         let warming = burst::Warming {
             per_node,
             timeout: Duration::from_secs(timeout),
