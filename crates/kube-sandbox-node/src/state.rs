@@ -197,8 +197,14 @@ impl Store {
                             source,
                         })?
                         .path();
-                    // Temp files of an interrupted write are not records.
+                    // Temp files of an interrupted write are not records: they go.
                     if path.extension().is_none_or(|e| e != "json") {
+                        if path
+                            .extension()
+                            .is_some_and(|e| e.to_string_lossy().starts_with("tmp-"))
+                        {
+                            let _ = std::fs::remove_file(&path);
+                        }
                         continue;
                     }
                     if let Some(rec) = read_json::<SandboxRecord>(&path)? {
@@ -327,6 +333,7 @@ mod tests {
         store.save_sandbox(&SandboxRecord::sample()).unwrap();
         std::fs::write(store.sandboxes_dir().join("abc.tmp-7"), b"{half").unwrap();
         assert_eq!(store.load().unwrap().sandboxes.len(), 1);
+        assert!(!store.sandboxes_dir().join("abc.tmp-7").exists());
         std::fs::write(store.sandboxes_dir().join("xyz.json"), b"{garbage").unwrap();
         let err = store.load().unwrap_err().to_string();
         assert!(err.contains("xyz.json"), "{err}");
