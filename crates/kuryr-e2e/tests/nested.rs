@@ -13,14 +13,16 @@
 //! Service over pods on all three kinds of node answers on its Octavia VIP from a VM's pod and
 //! from node-1's, by VM backends among others; a NetworkPolicy admitting ingress from one
 //! namespace only is enforced on a VLAN subport pod of a VM (the policy's security groups on the
-//! subport, OVN's ACLs on its logical port), then lifted.
+//! subport, OVN's ACLs on its logical port), then lifted; last, `kuryrctl pools create|show|
+//! delete|list` manage vm-1's subport pool through the controller's pool manager (vm-1 named by
+//! its IP, as upstream's tools name a trunk).
 
 mod common;
 
 use std::{collections::BTreeMap, time::Duration};
 
 use common::*;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{Api, ResourceExt, api::ListParams};
 use kuryr_e2e::{
     cluster::{Cluster, repo_root, run},
@@ -237,6 +239,7 @@ async fn pods_on_vm_nodes_get_vlan_subports_and_talk() {
     let pairs: Vec<Pair> = check(&cluster, "VM ports", sdk_query("VM port pairs", VM_PAIRS, &[]));
     let by_port: BTreeMap<&str, &Sub> = subs.iter().map(|s| (s.port.as_str(), s)).collect();
     let mut pod_ips: Vec<(String, String, String)> = Vec::new(); // (vm, ip, name)
+    let mut vlan_ports: Vec<String> = Vec::new(); // vm-1 pods' subports
     for (ns, name) in &keys {
         let kp = check(
             &cluster,
@@ -290,6 +293,7 @@ async fn pods_on_vm_nodes_get_vlan_subports_and_talk() {
             "{ns}/{name}: on its own VM's trunk"
         );
         assert_eq!(vif.vlan_id, Some(i64::from(sub.vlan)), "{ns}/{name}");
+        vlan_ports.push(port.clone());
         let ip = pod_ip(&cluster, &client, ns, name).await;
         pod_ips.push((vm.clone(), ip, name.clone()));
     }
@@ -504,5 +508,123 @@ async fn pods_on_vm_nodes_get_vlan_subports_and_talk() {
     println!(
         "NetworkPolicy lifted on the VM pods after {} ms",
         took.as_millis()
+    );
+
+    pools_management(&cluster, &client, &vlan_ports).await;
+}
+
+/// vm-1's trunk's subports.
+fn vm1_subports(cluster: &Cluster) -> Vec<String> {
+    let subs: Vec<Sub> = check(cluster, "trunks", sdk_query("trunk subports", SUBPORTS, &[]));
+    subs.into_iter()
+        .filter(|s| s.trunk == "kuryr-sandbox-vm-1")
+        .map(|s| s.port)
+        .collect()
+}
+
+/// Issue 16's pools management: `kuryrctl pools create|show|delete|list` against the
+/// controller's pool manager, vm-1 named by its IP as upstream's tools name a trunk: 3 subports
+/// created on its trunk, shown in its pool beside the pods' (`in_use`), the pool freed (its
+/// subports leave the trunk and Neutron, the pods' stay); a trunk no node has is refused, named.
+async fn pools_management(cluster: &Cluster, client: &kube::Client, in_use: &[String]) {
+    let node = check(
+        cluster,
+        "node vm-1",
+        Api::<Node>::all(client.clone())
+            .get("vm-1")
+            .await
+            .map_err(|source| kuryr_e2e::error::Error::Kube {
+                what: "get node vm-1".into(),
+                source,
+            }),
+    );
+    let ip = node
+        .status
+        .and_then(|s| s.addresses)
+        .and_then(|a| a.into_iter().find(|a| a.type_ == "InternalIP"))
+        .map(|a| a.address)
+        .unwrap_or_else(|| panic!("vm-1 has no InternalIP"));
+    let before = vm1_subports(cluster);
+
+    let (code, doc, stderr) = kuryrctl_json(cluster, &["pools", "create", "--trunk", &ip, "-n", "3"]);
+    println!("kuryrctl pools create --trunk {ip} -n 3: {doc}");
+    assert_or_logs(cluster, code == 0, format!("pools create exit {code}: {stderr}"));
+    let row = &doc["items"][0];
+    assert_eq!(
+        (row["host"].as_str(), row["created"].as_u64()),
+        (Some("vm-1"), Some(3)),
+        "{doc}"
+    );
+    let after = vm1_subports(cluster);
+    let added: Vec<&String> = after.iter().filter(|p| !before.contains(p)).collect();
+    assert!(
+        added.len() >= 3,
+        "3 subports more on vm-1's trunk: {before:?} -> {after:?}"
+    );
+
+    let (code, doc, stderr) = kuryrctl_json(cluster, &["pools", "show", "--trunk", &ip]);
+    assert_or_logs(cluster, code == 0, format!("pools show exit {code}: {stderr}"));
+    let rows = doc["items"].as_array().cloned().unwrap_or_default();
+    let of = |state: &str| -> Vec<String> {
+        rows.iter()
+            .filter(|r| r["state"] == state && r["host"] == "vm-1")
+            .filter_map(|r| r["port_id"].as_str().map(String::from))
+            .collect()
+    };
+    let (available, shown_in_use) = (of("available"), of("in_use"));
+    println!(
+        "kuryrctl pools show --trunk {ip}: {} available, in use {shown_in_use:?}",
+        available.len()
+    );
+    for p in in_use {
+        assert!(shown_in_use.contains(p), "pod subport {p} shown in use: {doc}");
+    }
+    for p in &added {
+        assert!(
+            available.contains(p),
+            "created subport {p} shown available: {doc}"
+        );
+    }
+    for p in &available {
+        assert!(
+            after.contains(p),
+            "available {p} is a subport of vm-1's trunk: {after:?}"
+        );
+    }
+
+    let (code, doc, stderr) = kuryrctl_json(cluster, &["pools", "delete", "--trunk", &ip]);
+    println!("kuryrctl pools delete --trunk {ip}: {doc}");
+    assert_or_logs(cluster, code == 0, format!("pools delete exit {code}: {stderr}"));
+    let deleted = doc["items"][0]["deleted"].as_u64().unwrap_or_default();
+    assert!(
+        deleted as usize >= available.len(),
+        "{doc}: {} were available",
+        available.len()
+    );
+    let left = vm1_subports(cluster);
+    for p in in_use {
+        assert!(left.contains(p), "pod subport {p} stays on the trunk: {left:?}");
+    }
+    let still: Vec<String> = check(cluster, "ports", kuryr_e2e::neutron::ports_by_id(&available))
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    assert!(still.is_empty(), "freed subports still in Neutron: {still:?}");
+    assert!(
+        available.iter().all(|p| !left.contains(p)),
+        "freed subports still on the trunk: {left:?}"
+    );
+
+    let (code, doc, _) = kuryrctl_json(cluster, &["pools"]);
+    assert_eq!((code, doc["source"].as_str()), (0, Some("pool-manager")), "{doc}");
+
+    let (code, _, stderr) = kuryrctl_run(cluster, &["pools", "create", "--trunk", "203.0.113.77"]);
+    assert!(
+        code == 255 && stderr.contains("no node has the address or name 203.0.113.77"),
+        "an unknown trunk is refused, named: exit {code}: {stderr}"
+    );
+    println!(
+        "pools management: 3 subports created on vm-1's trunk, shown, {deleted} freed; unknown trunk refused: {}",
+        stderr.trim()
     );
 }

@@ -66,15 +66,18 @@ pub enum Command {
         #[arg(long)]
         orphans: bool,
     },
-    /// Port pools: from the controller's pool-manager socket when it answers, else derived
-    /// from Neutron and the KuryrPorts.
+    /// Port pools: list them (the default), create ports in a node's pool (subports on a
+    /// worker VM's trunk for nested pools), free a node's pools, show a pool's ports. Asks the
+    /// controller's pool manager socket (`[kubernetes] enable_manager`); listing falls back to
+    /// pools derived from Neutron and the KuryrPorts when nothing answers there.
+    #[command(args_conflicts_with_subcommands = true)]
     Pools {
-        /// Tag of the cluster's resources (as for `ports`).
-        #[arg(long)]
-        cluster_tag: Option<String>,
-        /// Pool-manager socket (default: `[pool_manager] sock_file`).
-        #[arg(long)]
-        socket: Option<PathBuf>,
+        /// Listing options (bare `kuryrctl pools` is `kuryrctl pools list`).
+        #[command(flatten)]
+        list: PoolsList,
+        /// What to do.
+        #[command(subcommand)]
+        action: Option<PoolsAction>,
     },
     /// Services' load balancers: Service → KuryrLoadBalancer → Octavia (VIP, floating IP,
     /// provider, listeners, members, provisioning and operating status), and the load
@@ -103,4 +106,98 @@ pub enum Command {
     /// Upgrade checks in the spirit of `kuryr-k8s-status upgrade check`: exit 0 (success),
     /// 1 (warnings) or 2 (failures).
     Status,
+}
+
+/// Options of `kuryrctl pools list`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct PoolsList {
+    /// Tag of the cluster's resources (as for `ports`; used when no pool manager answers).
+    #[arg(long)]
+    pub cluster_tag: Option<String>,
+    /// Pool-manager socket (default: `[pool_manager] sock_file`).
+    #[arg(long)]
+    pub socket: Option<PathBuf>,
+}
+
+/// The nodes a pools command works on: by address (a worker VM's IP names its trunk, as in
+/// upstream's `subports.py`) or by name.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct PoolNodes {
+    /// A node by its address: a worker VM's IP, whose trunk gets the subports (repeatable).
+    #[arg(long = "trunk", visible_alias = "trunks", value_name = "VM_IP")]
+    pub trunks: Vec<String>,
+    /// A node by its name (repeatable).
+    #[arg(long = "host", value_name = "NODE")]
+    pub hosts: Vec<String>,
+}
+
+/// `kuryrctl pools` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum PoolsAction {
+    /// Pools with their counters (available, in use, cooling, creating, waiting).
+    List(PoolsList),
+    /// Creates ports in each node's pool and waits for them: subports on the node VM's trunk
+    /// (nested pools), bound ports otherwise. The pool's project, network, subnets and
+    /// security groups default to what the controller's drivers give a pod of `--namespace`.
+    #[command(group(clap::ArgGroup::new("node").required(true).multiple(true).args(["trunks", "hosts"])))]
+    Create {
+        /// The nodes.
+        #[command(flatten)]
+        nodes: PoolNodes,
+        /// Ports to create in each node's pool (bounded by `[vif_pool] ports_pool_max`).
+        #[arg(short = 'n', long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4094))]
+        num_ports: u32,
+        /// Project of the ports (default: the project driver's).
+        #[arg(long)]
+        project: Option<String>,
+        /// Network of the ports (default: the subnets driver's).
+        #[arg(long)]
+        network: Option<String>,
+        /// Subnet of the ports (repeatable; default: the subnets driver's).
+        #[arg(long = "subnet")]
+        subnets: Vec<String>,
+        /// Security group of the ports (repeatable; default: the security groups driver's).
+        #[arg(long = "security-group")]
+        security_groups: Vec<String>,
+        /// Namespace whose pods the defaults are for (default: `default`).
+        #[arg(long)]
+        namespace: Option<String>,
+        /// Pool-manager socket (default: `[pool_manager] sock_file`).
+        #[arg(long)]
+        socket: Option<PathBuf>,
+    },
+    /// Frees the pools of each node: their available ports are taken off the trunk and
+    /// deleted (ports of running pods stay). A pool below `ports_pool_min` is filled again
+    /// when a pod next needs it.
+    #[command(group(clap::ArgGroup::new("node").required(true).multiple(true).args(["trunks", "hosts", "all"])))]
+    Delete {
+        /// The nodes.
+        #[command(flatten)]
+        nodes: PoolNodes,
+        /// Every pool of every node.
+        #[arg(long, conflicts_with_all = ["trunks", "hosts"])]
+        all: bool,
+        /// Pool-manager socket (default: `[pool_manager] sock_file`).
+        #[arg(long)]
+        socket: Option<PathBuf>,
+    },
+    /// The ports of pools, one row per port with its state (available, in use, cooling,
+    /// deleting): every pool, or those of the given node, project and network.
+    Show {
+        /// A node by its address (a worker VM's IP).
+        #[arg(long, value_name = "VM_IP", conflicts_with = "host")]
+        trunk: Option<String>,
+        /// A node by its name.
+        #[arg(long, value_name = "NODE")]
+        host: Option<String>,
+        /// Only pools of this project.
+        #[arg(long)]
+        project: Option<String>,
+        /// Only pools of this network.
+        #[arg(long)]
+        network: Option<String>,
+        /// Pool-manager socket (default: `[pool_manager] sock_file`).
+        #[arg(long)]
+        socket: Option<PathBuf>,
+    },
 }

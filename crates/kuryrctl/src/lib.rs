@@ -4,12 +4,14 @@
 //! * [`access`] — Kubernetes client, configuration and Neutron client;
 //! * [`classify`] — pure decisions: port classification, pool grouping, status checks;
 //! * [`output`] — tables and JSON;
+//! * [`manager`] — the client of the controller's pool manager socket;
 //! * [`commands`] — one module per command.
 
 pub mod access;
 pub mod classify;
 pub mod cli;
 pub mod commands;
+pub mod manager;
 pub mod output;
 
 /// A failed step of a command.
@@ -49,6 +51,51 @@ pub enum Error {
     /// Without tags, kuryr's ports cannot be told from others.
     #[error("no tags: pass --cluster-tag or set [neutron_defaults] resource_tags/cluster_tag")]
     NoTags,
+    /// Nothing listens on the pool manager socket.
+    #[error(
+        "no pool manager answers at {}: run kuryr-controller with [kubernetes] enable_manager = true, or pass --socket",
+        socket.display()
+    )]
+    NoPoolManager {
+        /// The socket.
+        socket: std::path::PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The connection to the pool manager broke.
+    #[error("talking to the pool manager at {} ({request})", socket.display())]
+    PoolManagerIo {
+        /// The socket.
+        socket: std::path::PathBuf,
+        /// The request.
+        request: String,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The pool manager did not answer in time.
+    #[error("the pool manager at {} did not answer {request} within {secs} s", socket.display())]
+    PoolManagerTimeout {
+        /// The socket.
+        socket: std::path::PathBuf,
+        /// The request.
+        request: String,
+        /// The time allowed.
+        secs: u64,
+    },
+    /// The pool manager refused or failed a request.
+    #[error("the pool manager at {} answered {request} with {status}: {message}", socket.display())]
+    PoolManagerAnswer {
+        /// The socket.
+        socket: std::path::PathBuf,
+        /// The request.
+        request: String,
+        /// Its status.
+        status: String,
+        /// What it said.
+        message: String,
+    },
     /// Writing JSON failed.
     #[error("writing JSON")]
     Json(#[source] serde_json::Error),

@@ -515,11 +515,26 @@ async fn pools_from_the_controller_pool_manager_socket() {
     let in_neutron = fake.ports().len();
     println!("populate(Some(3)) created {created}, Neutron has {in_neutron} ports");
     let sock = env._dir.path().join("run/kuryr_manage.sock");
+    // node-1 is a Node with an address: `--trunk` names it by that address.
+    let node: k8s_openapi::api::core::v1::Node =
+        serde_json::from_value(json!({"metadata": {"name": "node-1"}})).expect("node");
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(env.client.clone());
+    nodes.create(&PostParams::default(), &node).await.expect("node");
+    nodes
+        .patch_status(
+            "node-1",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"status": {"addresses": [{"type": "InternalIP", "address": "192.0.2.10"}]}}),
+            ),
+        )
+        .await
+        .expect("node address");
     let manager = pool::manager::Manager {
         pools: vec![vp.clone()],
-        source: Arc::new(pool::source::Pooled(vp)),
+        source: Arc::new(pool::source::Pooled(vp.clone())),
         drivers: None,
-        client: None,
+        client: Some(env.client.clone()),
     };
     let server = pool::manager::serve(manager, &sock).expect("serve");
     let sock_s = sock.to_string_lossy().into_owned();
@@ -544,5 +559,150 @@ async fn pools_from_the_controller_pool_manager_socket() {
     let available = v["items"][0]["available"].as_u64().unwrap_or_default();
     assert!(available >= 3 && available as usize <= fake.ports().len(), "{v}");
     println!("pool manager reports {available} available, Neutron held {in_neutron} after populate");
+
+    // pools create: 2 ports in node-1's pool, the node named by its address (as upstream's
+    // tools name a VM's trunk), the pool's key given.
+    let kc = env.server.kubeconfig.clone();
+    let key = [
+        "--project",
+        "p",
+        "--network",
+        net.id.as_str(),
+        "--subnet",
+        sub.id.as_str(),
+        "--security-group",
+        "sg",
+    ];
+    let mut args = vec![
+        "pools",
+        "create",
+        "--trunk",
+        "192.0.2.10",
+        "-n",
+        "2",
+        "--socket",
+        &sock_s,
+    ];
+    args.extend(key);
+    let before = fake.ports().len();
+    let v = json_of(&kuryrctl(&kc, &[args.as_slice(), &["-o", "json"]].concat()).await);
+    let row = &v["items"][0];
+    assert_eq!(
+        (
+            row["node"].as_str(),
+            row["host"].as_str(),
+            row["requested"].as_u64(),
+            row["created"].as_u64()
+        ),
+        (Some("192.0.2.10"), Some("node-1"), Some(2), Some(2)),
+        "{v}"
+    );
+    assert!(fake.ports().len() >= before + 2, "2 ports more in Neutron");
+    let mut table_args = vec![
+        "pools", "create", "--host", "node-1", "-n", "1", "--socket", &sock_s,
+    ];
+    table_args.extend(key);
+    let o = kuryrctl(&kc, &table_args).await;
+    assert!(
+        o.code == 0 && o.stdout.contains("1 port(s) created in 1 pool(s)"),
+        "{}",
+        o.stdout
+    );
+
+    // pools show: one row per port of node-1's pool, all available (no pod uses one).
+    let v = json_of(
+        &kuryrctl(
+            &kc,
+            &[
+                "pools",
+                "show",
+                "--trunk",
+                "192.0.2.10",
+                "--socket",
+                &sock_s,
+                "-o",
+                "json",
+            ],
+        )
+        .await,
+    );
+    let rows = v["items"].as_array().cloned().unwrap_or_default();
+    let pool = vp.pool_ports(&kuryr_core::pool::PoolKey::new("node-1", "p", &net.id));
+    assert_eq!(rows.len(), pool.available.len(), "{v}");
+    assert!(rows.len() >= available as usize + 3, "{v}");
+    assert!(
+        rows.iter()
+            .all(|r| r["host"] == "node-1" && r["state"] == "available"),
+        "{v}"
+    );
+    let o = kuryrctl(
+        &kc,
+        &[
+            "pools",
+            "show",
+            "--host",
+            "node-1",
+            "--network",
+            "other",
+            "--socket",
+            &sock_s,
+        ],
+    )
+    .await;
+    assert!(
+        o.code == 0 && o.stdout.contains("0 port(s) in 0 pool(s)"),
+        "{}",
+        o.stdout
+    );
+
+    // Refusals name what was wrong: no pool key and no drivers for defaults; a node no one
+    // has; no pool manager at the socket.
+    let o = kuryrctl(&kc, &["pools", "create", "--host", "node-1", "--socket", &sock_s]).await;
+    assert!(
+        o.code == 255 && o.stderr.contains("the pod drivers are not available"),
+        "{}",
+        o.stderr
+    );
+    let o = kuryrctl(
+        &kc,
+        &["pools", "delete", "--trunk", "198.51.100.7", "--socket", &sock_s],
+    )
+    .await;
+    assert!(
+        o.code == 255
+            && o.stderr.contains("400")
+            && o.stderr.contains("no node has the address or name 198.51.100.7"),
+        "{}",
+        o.stderr
+    );
+    let missing = env._dir.path().join("run/none.sock");
+    let missing_s = missing.to_string_lossy().into_owned();
+    let o = kuryrctl(&kc, &["pools", "show", "--socket", &missing_s]).await;
+    assert!(
+        o.code == 255
+            && o.stderr
+                .contains(&format!("no pool manager answers at {missing_s}")),
+        "{}",
+        o.stderr
+    );
+
+    // pools delete: node-1's pooled ports deleted in Neutron.
+    let v = json_of(
+        &kuryrctl(
+            &kc,
+            &[
+                "pools", "delete", "--host", "node-1", "--socket", &sock_s, "-o", "json",
+            ],
+        )
+        .await,
+    );
+    assert_eq!(v["items"][0]["deleted"].as_u64(), Some(rows.len() as u64), "{v}");
+    assert!(
+        fake.ports().is_empty(),
+        "every pooled port deleted: {:?}",
+        fake.ports()
+    );
+    let v = json_of(&kuryrctl(&kc, &["pools", "list", "--socket", &sock_s, "-o", "json"]).await);
+    assert_eq!(v["items"].as_array().map(Vec::len), Some(0), "{v}");
     server.abort();
 }

@@ -107,24 +107,33 @@ pub async fn ready_and_connected(
     views
 }
 
-/// `kuryrctl ARGS -o json` against the cluster (its kubeconfig and kuryr.conf): exit code, the
-/// JSON document, stderr. Panics when stdout is not JSON.
-pub fn kuryrctl_json(cluster: &Cluster, args: &[&str]) -> (i32, serde_json::Value, String) {
+/// `kuryrctl ARGS` against the cluster (its kubeconfig and kuryr.conf): exit code, stdout,
+/// stderr.
+pub fn kuryrctl_run(cluster: &Cluster, args: &[&str]) -> (i32, String, String) {
     let out = std::process::Command::new(cluster.bin_dir.join("kuryrctl"))
         .arg("--kubeconfig")
         .arg(&cluster.kubeconfig)
         .arg("--config-file")
         .arg(&cluster.conf)
         .args(args)
-        .args(["-o", "json"])
         .env("HOME", std::env::temp_dir())
         .output()
         .expect("kuryrctl");
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+/// `kuryrctl ARGS -o json` against the cluster (its kubeconfig and kuryr.conf): exit code, the
+/// JSON document, stderr. Panics when stdout is not JSON.
+pub fn kuryrctl_json(cluster: &Cluster, args: &[&str]) -> (i32, serde_json::Value, String) {
+    let args: Vec<&str> = args.iter().copied().chain(["-o", "json"]).collect();
+    let (code, text, stderr) = kuryrctl_run(cluster, &args);
     let doc = serde_json::from_str(&text)
         .unwrap_or_else(|e| panic!("kuryrctl {} -o json: {e}: {text} {stderr}", args.join(" ")));
-    (out.status.code().unwrap_or(-1), doc, stderr)
+    (code, doc, stderr)
 }
 
 /// Brings back whatever a test stopped in the sandbox cloud (`sandbox/up --nodes 2` starts the

@@ -4,6 +4,7 @@
 pub mod lbs;
 pub mod networks;
 pub mod policies;
+pub mod pools;
 pub mod ports;
 pub mod status;
 pub mod vifs;
@@ -38,9 +39,7 @@ pub async fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8, Error> {
         Command::Ports { cluster_tag, orphans } => {
             ports::run_ports(cli, &client, cluster_tag.as_deref(), *orphans, out).await
         }
-        Command::Pools { cluster_tag, socket } => {
-            ports::run_pools(cli, &client, cluster_tag.as_deref(), socket.as_deref(), out).await
-        }
+        Command::Pools { list, action } => pools::run(cli, &client, list, action.as_ref(), out).await,
         Command::Lbs {
             cluster_tag,
             no_octavia,

@@ -4,10 +4,15 @@
 //!
 //! | request | body / query | answer |
 //! |---|---|---|
-//! | `GET /listPools` | | `[{host, project_id, network_id, available, in_use, cooling, creating, waiting}]` |
+//! | `GET /listPools` | `?host=\|trunk=&project_id=&network_id=&ports=true` (all optional: filters; `ports` adds each pool's port IDs by state) | `[{host, project_id, network_id, available, in_use, cooling, creating, waiting, ports?}]` |
 //! | `GET /showPool?host=&project_id=&network_id=` | | `{available: [ids], in_use, cooling, deleting}` |
-//! | `POST /populatePool` | `{host, project_id, network_id, subnet_ids?, security_groups?, num_ports?}` | `{created: n}` |
-//! | `POST /freePool` | `{host?}` (all pools without) | `{deleted: n}` |
+//! | `POST /populatePool` | `{host \| trunk, project_id?, network_id?, subnet_ids?, security_groups?, num_ports?, namespace?}` | `{host, project_id, network_id, created: n}` |
+//! | `POST /freePool` | `{host? \| trunk?}` (all pools without) | `{host, deleted: n}` |
+//!
+//! A node is named by `host` (its name) or `trunk` (an address of it: a worker VM's IP names
+//! its trunk, as in upstream's requests). `populatePool` defaults the project, network, subnets
+//! and security groups to what the pod drivers give a pod of `namespace` (default `default`).
+//! Unknown fields are refused ([`native`]).
 //!
 //! Errors are `{error: "..."}` with 400 (bad request) or 500/503 (Neutron).
 //!
@@ -34,9 +39,12 @@ use tokio::task::JoinHandle;
 use tracing::{error, info};
 
 use super::VifPool;
-use crate::drivers::{Drivers, PodTarget};
+use crate::drivers::Drivers;
 
+mod native;
 mod upstream;
+
+pub use native::{FreeBody, ListQuery, ListRow, PopulateBody};
 
 /// What the API serves from: the pools, and (for upstream's bodies) the drivers that choose
 /// the default project, subnets and security groups, and a client to resolve node IPs.
@@ -64,33 +72,7 @@ pub struct PoolQuery {
     pub network_id: String,
 }
 
-/// `populatePool` body.
-#[derive(Debug, Deserialize)]
-pub struct PopulateBody {
-    /// Binding host.
-    pub host: String,
-    /// Project.
-    pub project_id: String,
-    /// Network.
-    pub network_id: String,
-    /// Subnets (Neutron chooses when empty).
-    #[serde(default)]
-    pub subnet_ids: Vec<String>,
-    /// Security groups.
-    #[serde(default)]
-    pub security_groups: Vec<String>,
-    /// Ports to create (default `ports_pool_batch`).
-    pub num_ports: Option<u32>,
-}
-
-/// `freePool` body.
-#[derive(Debug, Default, Deserialize)]
-pub struct FreeBody {
-    /// Only this host's pools.
-    pub host: Option<String>,
-}
-
-fn failure(e: &super::Error) -> Response {
+pub(super) fn failure(e: &super::Error) -> Response {
     let code = if e.is_retryable() {
         StatusCode::SERVICE_UNAVAILABLE
     } else {
@@ -141,10 +123,6 @@ impl Manager {
     }
 }
 
-async fn list_pools(State(m): State<Manager>) -> Response {
-    Json(m.summaries()).into_response()
-}
-
 async fn show_pool(State(m): State<Manager>, uri: Uri, body: Bytes) -> Response {
     if let Some(key) = upstream::pool_key(&body) {
         return upstream::show(&m, key).await;
@@ -158,56 +136,28 @@ async fn show_pool(State(m): State<Manager>, uri: Uri, body: Bytes) -> Response 
     Json(m.pool_ports(&key)).into_response()
 }
 
-fn bad_request(msg: &str) -> Response {
+pub(super) fn bad_request(msg: &str) -> Response {
     (StatusCode::BAD_REQUEST, Json(json!({"error": msg}))).into_response()
 }
 
 async fn populate_pool(State(m): State<Manager>, body: Bytes) -> Response {
-    if let Some(req) = upstream::trunks(&body) {
-        return upstream::populate(&m, req).await;
-    }
-    let b: PopulateBody = match serde_json::from_slice(&body) {
-        Ok(b) => b,
-        Err(e) => return bad_request(&format!("populatePool body: {e}")),
-    };
-    let mut sgs = b.security_groups;
-    sgs.sort();
-    sgs.dedup();
-    let target = PodTarget {
-        project_id: b.project_id,
-        network_id: b.network_id,
-        subnet_ids: b.subnet_ids,
-        security_groups: sgs,
-    };
-    let n = b.num_ports.unwrap_or(m.batch());
-    match m.source.populate(&b.host, &target, Some(n)).await {
-        Ok(created) => Json(json!({"created": created})).into_response(),
-        Err(e) => failure(&e),
+    match upstream::trunks(&body) {
+        Some(req) => upstream::populate(&m, req).await,
+        None => native::populate(&m, &body).await,
     }
 }
 
 async fn free_pool(State(m): State<Manager>, body: Bytes) -> Response {
-    if let Some(req) = upstream::trunks(&body) {
-        return upstream::free(&m, req).await;
-    }
-    let host = if body.iter().all(u8::is_ascii_whitespace) {
-        None
-    } else {
-        match serde_json::from_slice::<FreeBody>(&body) {
-            Ok(b) => b.host,
-            Err(e) => return bad_request(&format!("freePool body: {e}")),
-        }
-    };
-    match m.free_pools(host.as_deref()).await {
-        Ok(deleted) => Json(json!({"deleted": deleted})).into_response(),
-        Err(e) => failure(&e),
+    match upstream::trunks(&body) {
+        Some(req) => upstream::free(&m, req).await,
+        None => native::free(&m, &body).await,
     }
 }
 
 /// The API's routes.
 pub fn router(manager: Manager) -> Router {
     Router::new()
-        .route("/listPools", get(list_pools))
+        .route("/listPools", get(native::list))
         .route("/showPool", get(show_pool))
         .route("/populatePool", post(populate_pool))
         .route("/freePool", post(free_pool))

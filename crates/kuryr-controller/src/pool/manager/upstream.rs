@@ -16,6 +16,7 @@ use kuryr_core::pool::SgSet;
 use serde_json::Value;
 
 use super::Manager;
+use crate::drivers::PodTarget;
 
 /// An upstream `populatePool` / `freePool` request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,7 +75,7 @@ fn text(code: StatusCode, body: String) -> Response {
 }
 
 /// The node a trunk names: the node with that address, else a node of that name.
-async fn node_of(m: &Manager, trunk: &str) -> Result<String, String> {
+pub(super) async fn node_of(m: &Manager, trunk: &str) -> Result<String, String> {
     let Some(client) = &m.client else {
         return Ok(trunk.to_string());
     };
@@ -98,6 +99,24 @@ async fn node_of(m: &Manager, trunk: &str) -> Result<String, String> {
         .ok_or_else(|| format!("no node has the address or name {trunk}"))
 }
 
+/// What the pod drivers give an empty pod of `namespace`: the default project, network,
+/// subnets and security groups (upstream's `populatePool` asked its drivers about an empty pod).
+pub(super) async fn default_target(m: &Manager, namespace: &str) -> Result<PodTarget, String> {
+    let Some(drivers) = &m.drivers else {
+        return Err("the pod drivers are not available".into());
+    };
+    let pod: Pod = serde_json::from_value(serde_json::json!(
+        {"metadata": {"name": "", "namespace": namespace}}
+    ))
+    .map_err(|e| format!("an empty pod of namespace {namespace}: {e}"))?;
+    drivers.pod_target(&pod).await.map_err(|e| {
+        format!(
+            "the pod drivers' defaults for namespace {namespace}: {}",
+            crate::error_chain(&e)
+        )
+    })
+}
+
 /// The node of every trunk, in order.
 async fn hosts_of(m: &Manager, trunks: &[String]) -> Result<Vec<String>, String> {
     let mut out = Vec::with_capacity(trunks.len());
@@ -112,26 +131,12 @@ pub async fn populate(m: &Manager, req: TrunksRequest) -> Response {
     if req.trunks.is_empty() {
         return text(StatusCode::BAD_REQUEST, "Trunk port IP(s) missing.".into());
     }
-    let Some(drivers) = &m.drivers else {
-        return text(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "Error while populating pool: the pod drivers are not available".into(),
-        );
-    };
-    // Upstream asked its drivers about an empty pod: the defaults.
-    let pod: Pod =
-        serde_json::from_value(serde_json::json!({"metadata": {"name": "", "namespace": "default"}}))
-            .unwrap_or_default();
-    let target = match drivers.pod_target(&pod).await {
+    let target = match default_target(m, "default").await {
         Ok(t) => t,
         Err(e) => {
             return text(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                format!(
-                    "Error while populating pool {:?}: {}",
-                    req.trunks,
-                    crate::error_chain(&e)
-                ),
+                format!("Error while populating pool {:?}: {e}", req.trunks),
             );
         }
     };
