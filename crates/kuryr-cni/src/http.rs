@@ -59,7 +59,11 @@ pub enum HttpError {
     /// The overall deadline passed.
     #[error("kuryr-daemon did not answer within {0:?}")]
     Timeout(Duration),
-    /// Sending or receiving failed after connecting.
+    /// Sending the request failed after connecting: the daemon reset the connection before
+    /// it took the whole request.
+    #[error("sending the request to kuryr-daemon failed")]
+    Send(#[source] std::io::Error),
+    /// Receiving failed after the request was sent.
     #[error("I/O error talking to kuryr-daemon")]
     Io(#[source] std::io::Error),
     /// The response is not HTTP/1.x we understand.
@@ -69,14 +73,27 @@ pub enum HttpError {
 
 impl HttpError {
     /// Whether the daemon is simply not listening (yet): the connection was refused, or its
-    /// unix socket does not exist, or it was reset or aborted while connecting (a daemon
-    /// closing its listening socket resets the connections still in its accept queue: seen
-    /// during a DaemonSet rolling upgrade). Nothing was sent in any of these, so trying again
-    /// cannot run a request twice. Not for addresses that cannot work (unparsable,
-    /// unresolvable): waiting would not fix those.
+    /// unix socket does not exist, or it was reset or aborted while connecting, or reset while
+    /// the request was being sent. A daemon closing its listening socket (a DaemonSet rolling
+    /// upgrade) resets the connections still in its accept queue, which the kernel had
+    /// already completed: the plugin then sees its send fail with a broken pipe (seen in CI on
+    /// 2026-11-29). The daemon never read a whole request in any of these (a send only fails
+    /// once the peer is gone), so trying again cannot run a request twice. Not for addresses
+    /// that cannot work (unparsable, unresolvable): waiting would not fix those; nor for a
+    /// reset after the whole request was sent, when the daemon may have acted on it.
     pub fn is_not_listening(&self) -> bool {
-        let Self::Connect { address, source } = self else {
-            return false;
+        let reset = |k: std::io::ErrorKind| {
+            matches!(
+                k,
+                std::io::ErrorKind::BrokenPipe
+                    | std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+            )
+        };
+        let (address, source) = match self {
+            Self::Connect { address, source } => (address, source),
+            Self::Send(source) => return reset(source.kind()),
+            _ => return false,
         };
         match source.kind() {
             std::io::ErrorKind::ConnectionRefused
@@ -176,12 +193,19 @@ pub fn request(
             HttpError::Io(e)
         }
     };
+    let send = |e: std::io::Error| {
+        if is_timeout(&e) {
+            HttpError::Timeout(timeout)
+        } else {
+            HttpError::Send(e)
+        }
+    };
     s.set_timeouts(timeout).map_err(HttpError::Io)?;
-    s.write_all(req.as_bytes()).map_err(io)?;
+    s.write_all(req.as_bytes()).map_err(send)?;
     if let Some(b) = body {
-        s.write_all(b).map_err(io)?;
+        s.write_all(b).map_err(send)?;
     }
-    s.flush().map_err(io)?;
+    s.flush().map_err(send)?;
 
     let mut buf = Vec::with_capacity(4096);
     let mut chunk = [0u8; 16 * 1024];
@@ -313,6 +337,13 @@ mod tests {
         };
         use std::io::ErrorKind::*;
         assert!(e("127.0.0.1:5036", ConnectionRefused).is_not_listening());
+        // Reset while sending (a closed listener's accept queue): retried; after the whole
+        // request was sent, or a send that timed out: not.
+        assert!(HttpError::Send(std::io::Error::from(BrokenPipe)).is_not_listening());
+        assert!(HttpError::Send(std::io::Error::from(ConnectionReset)).is_not_listening());
+        assert!(!HttpError::Send(std::io::Error::from(PermissionDenied)).is_not_listening());
+        assert!(!HttpError::Io(std::io::Error::from(BrokenPipe)).is_not_listening());
+        assert!(!HttpError::Io(std::io::Error::from(ConnectionReset)).is_not_listening());
         assert!(e("127.0.0.1:5036", ConnectionReset).is_not_listening());
         assert!(e("127.0.0.1:5036", ConnectionAborted).is_not_listening());
         assert!(e("unix:/run/kuryr/cni.sock", NotFound).is_not_listening());

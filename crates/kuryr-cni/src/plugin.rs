@@ -10,11 +10,11 @@
 //!   stale cached attachments anyway.
 //! * STATUS → success: the daemon answered, so it can serve ADD.
 //!
-//! Daemon not listening (connection refused, socket missing: restarting during a rolling
-//! upgrade of its DaemonSet): ADD, DEL, CHECK
-//! and GC keep trying to connect, with a growing pause (50 ms to 1 s), for up to
+//! Daemon not listening (connection refused, socket missing, or the connection reset before
+//! the request was sent whole: restarting during a rolling upgrade of its DaemonSet): ADD,
+//! DEL, CHECK and GC keep trying to connect, with a growing pause (50 ms to 1 s), for up to
 //! [`CONNECT_RETRY_WINDOW`] and never past the verb's timeout; a request that reached the
-//! daemon is not re-sent. STATUS does not wait: it reports at once whether the daemon answers.
+//! daemon whole is not re-sent. STATUS does not wait: it reports at once whether the daemon answers.
 //! Daemon still unreachable, or timing out: error 11 (ADD, DEL, CHECK, GC: the runtime retries,
 //! DEL included), error 50 for STATUS.
 
@@ -166,8 +166,8 @@ pub fn should_retry_connect(
     verb != Verb::Status && now + pause < deadline && now + pause < started + CONNECT_RETRY_WINDOW
 }
 
-/// One request to the daemon; while it cannot be connected to (refused, socket missing), tries
-/// again (see the module docs). Errors after the connection are returned as they are.
+/// One request to the daemon; while it cannot be connected to (refused, socket missing, reset
+/// before the request was sent whole), tries again (see the module docs). Errors after the connection are returned as they are.
 fn request_retrying_connect(
     log: &mut Log,
     verb: Verb,
@@ -239,7 +239,7 @@ fn transport_error(verb: Verb, e: &HttpError) -> CniError {
     let msg = match e {
         HttpError::Connect { .. } => "kuryr-daemon is not reachable",
         HttpError::Timeout(_) => "timed out waiting for kuryr-daemon",
-        HttpError::Io(_) => "connection to kuryr-daemon failed",
+        HttpError::Send(_) | HttpError::Io(_) => "connection to kuryr-daemon failed",
         HttpError::Malformed(_) => "kuryr-daemon sent a malformed response",
     };
     CniError::new(code, msg).with_details(details)
