@@ -704,5 +704,18 @@ async fn pools_from_the_controller_pool_manager_socket() {
     );
     let v = json_of(&kuryrctl(&kc, &["pools", "list", "--socket", &sock_s, "-o", "json"]).await);
     assert_eq!(v["items"].as_array().map(Vec::len), Some(0), "{v}");
+    // Pools management needs the socket only, no Kubernetes: an unreadable kubeconfig is no
+    // matter.
+    let o = kuryrctl(
+        Path::new("/nonexistent/kubeconfig"),
+        &["pools", "show", "--socket", &sock_s],
+    )
+    .await;
+    assert!(
+        o.code == 0 && o.stdout.contains("0 port(s) in 0 pool(s)"),
+        "{}{}",
+        o.stdout,
+        o.stderr
+    );
     server.abort();
 }

@@ -21,6 +21,11 @@ use crate::{
 
 /// Runs the command of `cli`, printing to `out`.
 pub async fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8, Error> {
+    // Pools management needs only the pool manager socket (it runs where the controller
+    // does, perhaps without a kubeconfig); the listing connects when it falls back to Neutron.
+    if let Command::Pools { list, action } = &cli.command {
+        return pools::run(cli, list, action.as_ref(), out).await;
+    }
     let client = crate::access::client(cli.kubeconfig.as_deref(), &cli.config_file).await?;
     match &cli.command {
         Command::Vifs {
@@ -39,7 +44,7 @@ pub async fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8, Error> {
         Command::Ports { cluster_tag, orphans } => {
             ports::run_ports(cli, &client, cluster_tag.as_deref(), *orphans, out).await
         }
-        Command::Pools { list, action } => pools::run(cli, &client, list, action.as_ref(), out).await,
+        Command::Pools { list, action } => pools::run(cli, list, action.as_ref(), out).await,
         Command::Lbs {
             cluster_tag,
             no_octavia,

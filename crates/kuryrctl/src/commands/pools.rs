@@ -6,7 +6,6 @@
 
 use std::{io::Write, path::Path};
 
-use kube::Client;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -229,7 +228,6 @@ pub fn port_rows(pools: &[PoolWithPorts]) -> Vec<PoolPortRow> {
 /// `kuryrctl pools …`.
 pub async fn run(
     cli: &Cli,
-    client: &Client,
     list: &PoolsList,
     action: Option<&PoolsAction>,
     out: &mut dyn Write,
@@ -237,8 +235,8 @@ pub async fn run(
     let config = crate::access::config(&cli.config_file)?;
     let at = |s: &Option<std::path::PathBuf>| PoolManager::new(manager::socket_of(s.as_deref(), &config));
     match action {
-        None => run_list(cli, client, &config, list, out).await,
-        Some(PoolsAction::List(l)) => run_list(cli, client, &config, l, out).await,
+        None => run_list(cli, &config, list, out).await,
+        Some(PoolsAction::List(l)) => run_list(cli, &config, l, out).await,
         Some(PoolsAction::Create {
             nodes,
             num_ports,
@@ -271,7 +269,9 @@ pub async fn run(
                     ..row
                 })
                 .collect();
-            print_rows(cli, out, &pm, &rows)?;
+            if failed.is_none() || !rows.is_empty() {
+                print_rows(cli, out, &pm, &rows)?;
+            }
             if cli.output == Output::Table && !rows.is_empty() {
                 let created: u32 = rows.iter().map(|r| r.created).sum();
                 let _ = writeln!(out, "\n{created} port(s) created in {} pool(s)", rows.len());
@@ -302,7 +302,9 @@ pub async fn run(
                 .into_iter()
                 .map(|(node, row)| DeletedRow { node, ..row })
                 .collect();
-            print_rows(cli, out, &pm, &rows)?;
+            if failed.is_none() || !rows.is_empty() {
+                print_rows(cli, out, &pm, &rows)?;
+            }
             if cli.output == Output::Table && !rows.is_empty() {
                 let deleted: u32 = rows.iter().map(|r| r.deleted).sum();
                 let _ = writeln!(out, "\n{deleted} pooled port(s) deleted");
@@ -375,7 +377,6 @@ fn print_rows<R: Row>(cli: &Cli, out: &mut dyn Write, pm: &PoolManager, rows: &[
 /// `kuryrctl pools [list]`: from the pool manager when it answers, else derived from Neutron.
 async fn run_list(
     cli: &Cli,
-    client: &Client,
     config: &kuryr_config::Config,
     list: &PoolsList,
     out: &mut dyn Write,
@@ -386,7 +387,8 @@ async fn run_list(
     {
         return print_managed(cli, out, &pm.socket, &answer.body);
     }
-    let (ports, referenced, tags) = super::ports::load(cli, client, list.cluster_tag.as_deref()).await?;
+    let client = crate::access::client(cli.kubeconfig.as_deref(), &cli.config_file).await?;
+    let (ports, referenced, tags) = super::ports::load(cli, &client, list.cluster_tag.as_deref()).await?;
     let rows = classify::pools(&ports, &referenced);
     let mut extra = serde_json::Map::new();
     extra.insert("source".into(), json!("neutron"));
