@@ -4,7 +4,7 @@
 //! pools), free a node's pools, show a pool's ports. Everything but the fallback listing is a
 //! request to the pool manager socket ([`crate::manager`]).
 
-use std::{io::Write, path::Path};
+use std::io::Write;
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -385,10 +385,10 @@ async fn run_list(
     if pm.exists()
         && let Ok(answer) = pm.send("GET", "/listPools", "{}", READ_TIMEOUT).await
     {
-        return print_managed(cli, out, &pm.socket, &answer.body);
+        return print_managed(cli, out, &pm, &answer.body);
     }
     let client = crate::access::client(cli.kubeconfig.as_deref(), &cli.config_file).await?;
-    let (ports, referenced, tags) = super::ports::load(cli, &client, list.cluster_tag.as_deref()).await?;
+    let (ports, referenced, tags) = super::ports::load(config, &client, list.cluster_tag.as_deref()).await?;
     let rows = classify::pools(&ports, &referenced);
     let mut extra = serde_json::Map::new();
     extra.insert("source".into(), json!("neutron"));
@@ -407,13 +407,11 @@ async fn run_list(
 }
 
 /// The manager's `listPools` answer: kuryr-rs' JSON as a table, upstream's text as it is.
-fn print_managed(cli: &Cli, out: &mut dyn Write, sock: &Path, text: &str) -> Result<u8, Error> {
+fn print_managed(cli: &Cli, out: &mut dyn Write, pm: &PoolManager, text: &str) -> Result<u8, Error> {
+    let sock = pm.socket.as_path();
     if let Ok(mut rows) = serde_json::from_str::<Vec<ManagedPoolRow>>(text) {
         rows.sort_by(|a, b| (&a.host, &a.network_id).cmp(&(&b.host, &b.network_id)));
-        let mut extra = serde_json::Map::new();
-        extra.insert("source".into(), json!("pool-manager"));
-        extra.insert("socket".into(), json!(sock));
-        output::print(out, cli.output, &rows, extra)?;
+        print_rows(cli, out, pm, &rows)?;
         if cli.output == Output::Table {
             let total: u32 = rows.iter().map(|r| r.available).sum();
             let _ = writeln!(

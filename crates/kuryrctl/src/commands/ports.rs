@@ -18,17 +18,16 @@ use crate::{
 
 /// Tagged ports and the referenced port IDs.
 pub(super) async fn load(
-    cli: &Cli,
+    config: &kuryr_config::Config,
     client: &Client,
     cluster_tag: Option<&str>,
 ) -> Result<(Vec<Port>, std::collections::HashMap<String, String>, Vec<String>), Error> {
-    let config = crate::access::config(&cli.config_file)?;
-    let tags = crate::access::tags(&config, cluster_tag)?;
+    let tags = crate::access::tags(config, cluster_tag)?;
     if tags.is_empty() {
         return Err(Error::NoTags);
     }
     let kps: Vec<KuryrPort> = list(client, None, None, "KuryrPorts").await?;
-    let neutron = crate::access::neutron(&config).await?;
+    let neutron = crate::access::neutron(config).await?;
     let ports = neutron
         .list_ports(&PortFilter {
             tags: tags.clone(),
@@ -50,7 +49,8 @@ pub async fn run_ports(
     orphans_only: bool,
     out: &mut dyn Write,
 ) -> Result<u8, Error> {
-    let (ports, referenced, tags) = load(cli, client, cluster_tag).await?;
+    let config = crate::access::config(&cli.config_file)?;
+    let (ports, referenced, tags) = load(&config, client, cluster_tag).await?;
     let mut rows: Vec<PortRow> = ports
         .iter()
         .map(|p| PortRow::new(p, classify::classify_port(p, &referenced)))

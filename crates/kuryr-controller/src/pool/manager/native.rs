@@ -101,24 +101,19 @@ async fn node(m: &Manager, host: Option<String>, trunk: Option<String>) -> Resul
 async fn target(m: &Manager, b: &mut PopulateBody) -> Result<PodTarget, Response> {
     let mut sgs = std::mem::take(&mut b.security_groups);
     let subnet_ids = std::mem::take(&mut b.subnet_ids);
-    let (project, network) = (b.project_id.take(), b.network_id.take());
-    let ns = b.namespace.as_deref().unwrap_or("default");
-    let defaults = if project.is_some() && network.is_some() && (!sgs.is_empty() || m.drivers.is_none()) {
-        None
-    } else {
-        let d = upstream::default_target(m, ns)
-            .await
-            .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, Json(json!({"error": e}))).into_response())?;
-        Some(d)
-    };
-    let mut t = match (project, network, defaults) {
-        (Some(project_id), Some(network_id), None) => PodTarget {
+    let sgs_from_drivers = sgs.is_empty() && m.drivers.is_some();
+    let mut t = match (b.project_id.take(), b.network_id.take()) {
+        (Some(project_id), Some(network_id)) if !sgs_from_drivers => PodTarget {
             project_id,
             network_id,
             subnet_ids: Vec::new(),
             security_groups: Vec::new(),
         },
-        (project, network, Some(mut d)) => {
+        (project, network) => {
+            let ns = b.namespace.as_deref().unwrap_or("default");
+            let mut d = upstream::default_target(m, ns).await.map_err(|e| {
+                (StatusCode::INTERNAL_SERVER_ERROR, Json(json!({"error": e}))).into_response()
+            })?;
             if let Some(p) = project {
                 d.project_id = p;
             }
@@ -134,7 +129,6 @@ async fn target(m: &Manager, b: &mut PopulateBody) -> Result<PodTarget, Response
             }
             d
         }
-        (_, _, None) => return Err(bad_request("populatePool needs project_id and network_id")),
     };
     if !subnet_ids.is_empty() {
         t.subnet_ids = subnet_ids;
