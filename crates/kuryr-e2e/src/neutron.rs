@@ -91,3 +91,33 @@ pub fn ports_by_id(ids: &[String]) -> Result<Vec<NeutronPort>> {
 pub fn ports_tagged(tag: &str) -> Result<Vec<NeutronPort>> {
     query("tag", tag)
 }
+
+const PORT_CALL: &str = r#"
+import json, os, sys, openstack
+conn = openstack.connect(cloud=os.environ.get("OS_CLOUD", "kuryr-sandbox"))
+op = sys.argv[1]
+if op == "create":
+    net, subnet, ip, name = sys.argv[2:6]
+    p = conn.network.create_port(network_id=net, name=name,
+                                 fixed_ips=[{"subnet_id": subnet, "ip_address": ip}])
+    print(json.dumps([p.id]))
+else:
+    conn.network.delete_port(sys.argv[2], ignore_missing=True)
+    print(json.dumps([]))
+"#;
+
+/// Creates a port named `name` holding address `ip` of `subnet` on `network` (an address taken
+/// behind kuryr's back); its ID.
+pub fn create_port_at(network: &str, subnet: &str, ip: &str, name: &str) -> Result<String> {
+    sdk_query::<String>("port create", PORT_CALL, &["create", network, subnet, ip, name])?
+        .pop()
+        .ok_or_else(|| Error::Parse {
+            what: "openstacksdk port create".into(),
+            detail: "no port ID printed".into(),
+        })
+}
+
+/// Deletes port `id` (gone already: fine).
+pub fn delete_port(id: &str) -> Result<()> {
+    sdk_query::<String>("port delete", PORT_CALL, &["delete", id]).map(|_| ())
+}

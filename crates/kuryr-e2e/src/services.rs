@@ -57,11 +57,34 @@ pub async fn create_service(
     selector: Option<(&str, &str)>,
     headless: bool,
 ) -> Result<String> {
-    let svc: Service = serde_json::from_value(service_manifest(ns, name, ports, selector, headless))
-        .map_err(|e| Error::Parse {
-            what: "service manifest".into(),
-            detail: e.to_string(),
-        })?;
+    create_from(
+        client,
+        ns,
+        name,
+        service_manifest(ns, name, ports, selector, headless),
+    )
+    .await
+}
+
+/// Creates a Service like [`create_service`] asking for ClusterIP `ip`.
+pub async fn create_service_at(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    ports: &[SvcPort<'_>],
+    selector: Option<(&str, &str)>,
+    ip: &str,
+) -> Result<String> {
+    let mut m = service_manifest(ns, name, ports, selector, false);
+    m["spec"]["clusterIP"] = json!(ip);
+    create_from(client, ns, name, m).await
+}
+
+async fn create_from(client: &Client, ns: &str, name: &str, manifest: Value) -> Result<String> {
+    let svc: Service = serde_json::from_value(manifest).map_err(|e| Error::Parse {
+        what: "service manifest".into(),
+        detail: e.to_string(),
+    })?;
     let created = Api::<Service>::namespaced(client.clone(), ns)
         .create(&PostParams::default(), &svc)
         .await

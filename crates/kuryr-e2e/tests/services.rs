@@ -627,7 +627,9 @@ async fn load_balancer_services_answer_from_outside_on_a_floating_ip() {
 
 /// Octavia unreachable on the real cloud (issue 13 §5): with octavia-api stopped, a new Service
 /// gets Warning Events and the controller keeps running (same process, retrying with back-off);
-/// once Octavia is back the Service converges with exactly one load balancer.
+/// once Octavia is back the Service converges with exactly one load balancer. Then a ClusterIP
+/// another Neutron port holds (another cluster's load balancer on a shared service subnet, a VIP
+/// port left behind): the Warning names that port, and the Service converges once it is gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn octavia_outage_is_retried_with_events_and_converges_when_it_returns() {
     use k8s_openapi::api::core::v1::Event;
@@ -746,4 +748,59 @@ async fn octavia_outage_is_retried_with_events_and_converges_when_it_returns() {
         lbs.len() == 1,
         format!("exactly one load balancer for {NS}/web: {lbs:?}"),
     );
+
+    // A ClusterIP held behind kuryr's back.
+    let topo = check(&cluster, "topology", kuryr_e2e::cluster::topology());
+    let (net, subnet) = (
+        topo.get("SERVICE_NETWORK_ID").cloned().unwrap_or_default(),
+        topo.get("SERVICE_SUBNET_ID").cloned().unwrap_or_default(),
+    );
+    const HELD: &str = "10.96.100.77";
+    let squatter = check(
+        &cluster,
+        "create the squatting port",
+        kuryr_e2e::neutron::create_port_at(&net, &subnet, HELD, "kuryr-e2e-squatter"),
+    );
+    let unsquat = DeletePort(squatter.clone());
+    check(
+        &cluster,
+        "create service at the held address",
+        svc::create_service_at(&client, NS, "held", &ports, Some(("app", "kuryr-e2e")), HELD).await,
+    );
+    let said = check(
+        &cluster,
+        "a Warning naming the holder",
+        kuryr_e2e::public_ip::wait_warning(
+            &client,
+            NS,
+            "held",
+            &format!("is held by port {squatter} (kuryr-e2e-squatter)"),
+            Duration::from_secs(60),
+        )
+        .await,
+    );
+    eprintln!("ClusterIP held: {said}");
+    drop(unsquat);
+    check(
+        &cluster,
+        "members once the address is free",
+        svc::wait_members(&client, NS, "held", 1, Duration::from_secs(120)).await,
+    );
+    let answer = svc::tcp_answer(&pod.netns, HELD, 80, Duration::from_secs(3)).await;
+    assert_or_logs(
+        &cluster,
+        answer == "web-0",
+        format!("VIP {HELD} once freed: {answer:?}"),
+    );
+}
+
+/// Deletes a Neutron port the test made when dropped (also on a failed check).
+struct DeletePort(String);
+
+impl Drop for DeletePort {
+    fn drop(&mut self) {
+        if let Err(e) = kuryr_e2e::neutron::delete_port(&self.0) {
+            eprintln!("deleting port {}: {e}", self.0);
+        }
+    }
 }

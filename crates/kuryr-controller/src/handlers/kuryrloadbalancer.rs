@@ -6,7 +6,7 @@
 //! one slow load balancer never holds up another Service's reconcile.
 
 pub mod desired;
-mod execute;
+pub mod execute;
 mod floating;
 pub mod janitor;
 pub mod plan;
@@ -56,6 +56,20 @@ pub enum Error {
         #[source]
         source: kuryr_openstack::Error,
     },
+    /// Octavia could not give the load balancer its VIP: another Neutron port holds the address
+    /// (Octavia's message names only the address).
+    #[error("Octavia: creating the load balancer of {lb}: its VIP {vip} is held by {holder}")]
+    VipTaken {
+        /// Load balancer name.
+        lb: String,
+        /// The Service's ClusterIP.
+        vip: String,
+        /// The port holding it, described ([`execute::vip_holder`]).
+        holder: String,
+        /// Octavia's refusal (boxed: keeps the error small).
+        #[source]
+        source: Box<kuryr_openstack::Error>,
+    },
     /// A Neutron call failed (floating IPs).
     #[error("Neutron: {what} of {lb}")]
     Neutron {
@@ -101,6 +115,8 @@ impl HandlerError for Error {
             } => ErrorKind::Transient,
             Error::Octavia { source, .. } if source.is_retryable() => ErrorKind::Transient,
             Error::Octavia { .. } => ErrorKind::Invalid,
+            // Retried: the holder may be on its way out (an old load balancer being deleted).
+            Error::VipTaken { .. } => ErrorKind::Transient,
             Error::Neutron {
                 source: kuryr_openstack::Error::Conflict { .. },
                 ..
@@ -116,7 +132,7 @@ impl HandlerError for Error {
     fn metric_label(&self) -> &'static str {
         match self {
             Error::Status { .. } => "status",
-            Error::Octavia { .. } => "octavia",
+            Error::Octavia { .. } | Error::VipTaken { .. } => "octavia",
             Error::Neutron { .. } => "neutron",
             Error::Kube { .. } => "kubernetes",
             Error::NotSynced => "not_synced",

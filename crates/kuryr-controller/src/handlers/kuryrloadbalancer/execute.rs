@@ -5,6 +5,7 @@
 use k8s_openapi::api::core::v1::Service;
 use kube::{Api, ResourceExt};
 use kuryr_openstack::octavia::{ListenerCreate, PoolCreate, status};
+use kuryr_openstack::{Port, PortFilter};
 use kuryr_types::{
     KuryrLoadBalancer,
     constants::{KURYRLB_FINALIZER, SERVICE_FINALIZER},
@@ -49,12 +50,16 @@ impl KlbHandler {
                     Ok(lb) => lb,
                     Err(e) if !full.listeners.is_empty() && refuses_full_create(&e) => {
                         warn!(lb = %name, error = %e, "fully populated create refused; creating the load balancer alone");
-                        self.octavia
+                        match self
+                            .octavia
                             .create_load_balancer(&desired::create_body(d, &self.settings.tags, false))
                             .await
-                            .map_err(Self::octavia_err("creating the load balancer", &name))?
+                        {
+                            Ok(lb) => lb,
+                            Err(e) => return Err(self.create_error(d, &name, e).await),
+                        }
                     }
-                    Err(e) => return Err(Self::octavia_err("creating the load balancer", &name)(e)),
+                    Err(e) => return Err(self.create_error(d, &name, e).await),
                 };
                 info!(lb = %name, id = %lb.id, vip = %lb.vip_address, provider = %lb.provider, "load balancer created");
                 // Recorded at once: a controller killed now finds it by ID (and by name anyway).
@@ -283,6 +288,90 @@ impl KlbHandler {
             }
         }
     }
+}
+
+impl KlbHandler {
+    /// The error of a refused create. When Octavia says the VIP address is taken ("IP address …
+    /// already allocated": a load balancer of another cluster sharing the service subnet, or a
+    /// VIP port a failed create left behind), the port holding it is looked up and named; an
+    /// operator otherwise has to search Neutron for it.
+    async fn create_error(
+        &self,
+        d: &desired::DesiredLb,
+        name: &str,
+        source: kuryr_openstack::Error,
+    ) -> Error {
+        if !source.to_string().contains("already allocated") {
+            return Self::octavia_err("creating the load balancer", name)(source);
+        }
+        let filter = PortFilter {
+            fixed_ip_address: Some(d.vip.clone()),
+            fixed_ip_subnet: Some(d.subnet_id.clone()),
+            ..PortFilter::default()
+        };
+        match self.neutron.list_ports(&filter).await {
+            Ok(ports) if !ports.is_empty() => {
+                let mut holders = Vec::new();
+                for p in &ports {
+                    let mut h = vip_holder(p);
+                    if let Some(id) = lb_of_vip_port(p) {
+                        h.push_str(&match self.octavia.get_load_balancer(id).await {
+                            Ok(lb) => format!(
+                                " ('{}', {}, tags {})",
+                                lb.name,
+                                lb.provisioning_status,
+                                lb.tags.join(",")
+                            ),
+                            Err(e) if e.is_not_found() => {
+                                " (which Octavia no longer has: a VIP port left behind, deleting it frees the address)"
+                                    .to_string()
+                            }
+                            Err(_) => String::new(),
+                        });
+                    }
+                    holders.push(h);
+                }
+                Error::VipTaken {
+                    lb: name.to_string(),
+                    vip: d.vip.clone(),
+                    holder: holders.join("; "),
+                    source: Box::new(source),
+                }
+            }
+            Ok(_) => Self::octavia_err("creating the load balancer", name)(source),
+            Err(e) => {
+                warn!(lb = %name, vip = %d.vip, error = %e, "cannot look up the port holding the VIP");
+                Self::octavia_err("creating the load balancer", name)(source)
+            }
+        }
+    }
+}
+
+/// A port holding a VIP address, described for an operator: its ID and name, and what owns it
+/// (the OVN provider names its VIP ports `ovn-lb-vip-<load balancer ID>`, the amphora driver
+/// sets `device_owner` Octavia and `device_id` `lb-<ID>`), with its tags.
+pub fn vip_holder(p: &Port) -> String {
+    let lb = lb_of_vip_port(p);
+    let mut out = match lb {
+        Some(id) => format!("the VIP port {} of load balancer {id}", p.id),
+        None if p.name.is_empty() => format!("port {}", p.id),
+        None => format!("port {} ({})", p.id, p.name),
+    };
+    if lb.is_none() && !p.device_owner.is_empty() {
+        out.push_str(&format!(", device_owner {}", p.device_owner));
+    }
+    if !p.tags.is_empty() {
+        out.push_str(&format!(", tags {}", p.tags.join(",")));
+    }
+    out
+}
+
+/// The load balancer whose VIP port `p` is, by the names Octavia's drivers give them.
+pub fn lb_of_vip_port(p: &Port) -> Option<&str> {
+    p.name
+        .strip_prefix("ovn-lb-vip-")
+        .or_else(|| (p.device_owner == "Octavia").then(|| p.device_id.trim_start_matches("lb-")))
+        .filter(|id| !id.is_empty())
 }
 
 /// The option an "unsupported" line is about (its first word: `loadBalancerSourceRanges`,

@@ -794,3 +794,44 @@ async fn health_monitors_follow_the_spec_and_one_in_error_is_told_not_retried() 
     assert_eq!(fake.health_monitor_of("ns/svc:TCP:80"), None);
     assert_eq!(fake.health_monitor_of("ns/svc:UDP:53"), None);
 }
+
+#[test]
+fn the_port_holding_a_vip_is_named_with_its_owner() {
+    use super::execute::{lb_of_vip_port, vip_holder};
+    use kuryr_openstack::Port;
+    let ovn = Port {
+        id: "p1".into(),
+        name: "ovn-lb-vip-62b0eb82".into(),
+        tags: vec!["kuryr-cluster-1".into()],
+        ..Port::default()
+    };
+    assert_eq!(lb_of_vip_port(&ovn), Some("62b0eb82"));
+    assert_eq!(
+        vip_holder(&ovn),
+        "the VIP port p1 of load balancer 62b0eb82, tags kuryr-cluster-1"
+    );
+    let amphora = Port {
+        id: "p2".into(),
+        name: "octavia-lb-9".into(),
+        device_owner: "Octavia".into(),
+        device_id: "lb-9".into(),
+        ..Port::default()
+    };
+    assert_eq!(lb_of_vip_port(&amphora), Some("9"));
+    assert_eq!(vip_holder(&amphora), "the VIP port p2 of load balancer 9");
+    let vm = Port {
+        id: "p3".into(),
+        name: "db-0".into(),
+        device_owner: "compute:nova".into(),
+        ..Port::default()
+    };
+    assert_eq!(lb_of_vip_port(&vm), None);
+    assert_eq!(vip_holder(&vm), "port p3 (db-0), device_owner compute:nova");
+    let bare = Port {
+        id: "p4".into(),
+        name: "ovn-lb-vip-".into(),
+        ..Port::default()
+    };
+    assert_eq!(lb_of_vip_port(&bare), None);
+    assert_eq!(vip_holder(&bare), "port p4 (ovn-lb-vip-)");
+}
