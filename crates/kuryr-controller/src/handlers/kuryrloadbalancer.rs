@@ -6,7 +6,7 @@
 //! one slow load balancer never holds up another Service's reconcile.
 
 pub mod desired;
-pub mod execute;
+mod execute;
 mod floating;
 pub mod janitor;
 pub mod plan;
@@ -64,7 +64,7 @@ pub enum Error {
         lb: String,
         /// The Service's ClusterIP.
         vip: String,
-        /// The port holding it, described ([`execute::vip_holder`]).
+        /// The port holding it, described (`execute::vip_holder`).
         holder: String,
         /// Octavia's refusal (boxed: keeps the error small).
         #[source]
