@@ -62,10 +62,18 @@ pub fn decide(
     if registry_active {
         return Some(Signal::Neutron);
     }
-    if all_vifs_ovs && !ovs_devs.is_empty() && ovs_devs.iter().all(|d| installed.contains(d)) {
+    if flags_can_decide(all_vifs_ovs, ovs_devs) && ovs_devs.iter().all(|d| installed.contains(d)) {
         return Some(Signal::OvnInstalled);
     }
     None
+}
+
+/// Whether OVN's flags can end a pod's wait at all: only when every VIF is OVS-plugged and
+/// there is one. A pod whose flags cannot count (VLAN and macvlan VIFs of VM nodes, which have
+/// no local OVS) does not wake the poller: it would query an OVSDB for nothing every
+/// [`POLL_PERIOD`] while the pod waits for Neutron.
+pub fn flags_can_decide(all_vifs_ovs: bool, ovs_devs: &[String]) -> bool {
+    all_vifs_ovs && !ovs_devs.is_empty()
 }
 
 /// Shared poller of the `ovn-installed` flags.
@@ -169,6 +177,15 @@ mod tests {
         // No OVS interface: nothing to look at.
         assert_eq!(decide(false, true, &[], &set(&["tapa"])), None);
         assert_eq!(Signal::OvnInstalled.label(), "ovn_installed");
+    }
+
+    #[test]
+    fn only_pods_of_ovs_vifs_wake_the_poller() {
+        let devs = vec!["tapa".to_string()];
+        assert!(flags_can_decide(true, &devs));
+        // A VM node's VLAN or macvlan pod, and a pod without devices, wait for Neutron alone.
+        assert!(!flags_can_decide(false, &devs));
+        assert!(!flags_can_decide(true, &[]));
     }
 
     #[tokio::test]

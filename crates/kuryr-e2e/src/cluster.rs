@@ -337,6 +337,14 @@ impl Cluster {
         kube::Client::try_from(cfg).map_err(|e| err(Box::new(e)))
     }
 
+    /// The VM nodes' names (`sandbox/cluster --vm-nodes`), as they register.
+    pub fn vm_nodes(&self) -> Vec<String> {
+        self.env
+            .get("VM_NODE_LIST")
+            .map(|l| l.split_whitespace().map(str::to_owned).collect())
+            .unwrap_or_default()
+    }
+
     /// The log file of a component (`apiserver`, `controller`, `node-1`, `daemon-1`, …).
     pub fn log(&self, component: &str) -> PathBuf {
         self.state_dir.join("logs").join(format!("{component}.log"))

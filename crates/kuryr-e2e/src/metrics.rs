@@ -1,5 +1,6 @@
 //! Prometheus text exposition, scraped and queried: the controller's `/metrics` over plain
-//! HTTP on the loopback, a daemon's from inside its node's network namespace.
+//! HTTP on the loopback, a daemon's from inside its node's network namespace or, on a VM
+//! node, through the VM's command agent (`sandbox/vm exec`).
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -193,19 +194,34 @@ pub async fn scrape(url: &str) -> Result<Scrape> {
 /// Scrapes `http://127.0.0.1:<port>/metrics` inside network namespace `netns` (a daemon's).
 pub async fn scrape_in_netns(netns: &str, port: u16) -> Result<Scrape> {
     let url = format!("http://127.0.0.1:{port}/metrics");
-    let out = tokio::process::Command::new("ip")
-        .args(["netns", "exec", netns, "curl", "-sf", "--max-time", "10", &url])
-        .output()
-        .await
-        .map_err(|source| Error::Spawn {
-            what: format!("ip netns exec {netns} curl {url}"),
-            source,
-        })?;
+    let mut cmd = tokio::process::Command::new("ip");
+    cmd.args(["netns", "exec", netns, "curl", "-sf", "--max-time", "10", &url]);
+    scrape_with(cmd, format!("ip netns exec {netns} curl {url}")).await
+}
+
+/// Scrapes `http://127.0.0.1:<port>/metrics` inside VM node `vm` (its daemon's), through
+/// `sandbox/vm exec`: the VMs' addresses are not reachable from the host.
+pub async fn scrape_in_vm(vm: &str, port: u16) -> Result<Scrape> {
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let mut cmd = tokio::process::Command::new(crate::cluster::repo_root().join("sandbox/vm"));
+    cmd.args(["exec", vm, &format!("curl -sf --max-time 10 {url}")]);
+    scrape_with(cmd, format!("sandbox/vm exec {vm} curl {url}")).await
+}
+
+async fn scrape_with(mut cmd: tokio::process::Command, what: String) -> Result<Scrape> {
+    let out = cmd.output().await.map_err(|source| Error::Spawn {
+        what: what.clone(),
+        source,
+    })?;
     if !out.status.success() {
         return Err(Error::Command {
-            what: format!("ip netns exec {netns} curl {url}"),
+            what,
             status: out.status.to_string(),
-            output: String::from_utf8_lossy(&out.stderr).to_string(),
+            output: format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
         });
     }
     Ok(Scrape::parse(&String::from_utf8_lossy(&out.stdout)))

@@ -120,8 +120,12 @@ impl Daemon {
             .all(|w| VifKind::from_name(&w.class) == VifKind::OpenVSwitch);
         let devs: Vec<String> = wired.iter().map(|w| w.spec.host_dev.clone()).collect();
         let mut reg = self.registry.changed_for(key);
-        // Without OVN's flags (a datapath that has none), Neutron's ACTIVE alone ends the wait.
-        let ovn_watch = self.bindings.ovn_installed();
+        // Without OVN's flags (a datapath that has none, or a pod they cannot confirm),
+        // Neutron's ACTIVE alone ends the wait.
+        let ovn_watch = self
+            .bindings
+            .ovn_installed()
+            .filter(|_| activation::flags_can_decide(all_ovs, &devs));
         let mut ovn = ovn_watch.as_ref().map(|w| w.wait());
         loop {
             reg.borrow_and_update();
