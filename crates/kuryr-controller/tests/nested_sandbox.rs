@@ -4,8 +4,9 @@
 //! worker_nodes_subnets`) get VLAN subports of that trunk from warm subport pools: one bulk
 //! creation and one `add_subports` per batch, `VIFVlanNested` with the subport's VLAN ID in
 //! `status.vifs`; a restarted controller reads the pools back from the trunk and serves new pods
-//! from them without a new port; released ports stay pooled on the trunk. Everything the test
-//! made (subports, ports, trunk, network) is removed at the end, also on failure.
+//! from them without a new port; released ports stay pooled on the trunk; a burst of 50 pods
+//! gets 50 distinct subports whose VLAN IDs never collide. Everything the test made
+//! (subports, ports, trunk, network) is removed at the end, also on failure.
 
 mod common;
 
@@ -260,6 +261,53 @@ async fn nested_pods_get_vlan_subports_from_warm_subport_pools() {
         for id in subs.keys() {
             assert!(after.contains_key(id), "{id} left the trunk: {after:?}");
         }
+
+        // (d) A burst of 50 pods at once on the VM: the pool has a few subports, the rest come
+        // from bulks sized to the waiting pods, each added to the trunk with VLAN IDs reserved
+        // while others are in flight. Every pod gets its own subport, and no two subports of
+        // the trunk share a VLAN ID (Neutron refuses a duplicate; a reservation bug would show
+        // as a failed creation, a pod without a VIF or a VIF whose VLAN is not its port's).
+        let burst: Vec<String> = (0..50).map(|i| format!("burst-{i:02}")).collect();
+        let names: Vec<&str> = burst.iter().map(String::as_str).collect();
+        let pods_api: Api<Pod> = Api::namespaced(env.client.clone(), NS);
+        futures::future::join_all(names.iter().map(|n| {
+            let pods_api = pods_api.clone();
+            async move {
+                pods_api
+                    .create(&PostParams::default(), &pod_on(NS, n, NODE))
+                    .await
+                    .expect("create pod")
+            }
+        }))
+        .await;
+        let got = wait_vifs(&env.client, &names).await;
+        let on_trunk = subports(&neutron, &trunk.id).await;
+        let vlans: HashSet<u16> = on_trunk.values().copied().collect();
+        assert_eq!(vlans.len(), on_trunk.len(), "VLAN IDs collide: {on_trunk:?}");
+        let mut ports = HashSet::new();
+        for n in &names {
+            let vif = &got[*n];
+            assert_eq!(vif.kind, VifKind::VlanNested, "{n}: {vif:?}");
+            let id = vif.id.clone().expect("port id");
+            assert!(ports.insert(id.clone()), "{n}: port {id} given to two pods");
+            let vlan = on_trunk
+                .get(&id)
+                .unwrap_or_else(|| panic!("{n}: {id} is not a subport of the trunk"));
+            assert_eq!(vif.vlan_id, Some(i64::from(*vlan)), "{n}");
+        }
+        println!(
+            "50-pod burst: 50 distinct subports, {} subports on the trunk with distinct VLAN IDs",
+            on_trunk.len()
+        );
+        for n in &names {
+            let _ = pods_api.delete(n, &DeleteParams::default()).await;
+        }
+        wait_for(
+            "burst KuryrPorts released",
+            Duration::from_secs(180),
+            async || vifs(&env.client).await.is_empty().then_some(()),
+        )
+        .await;
         drop(ctrl);
     };
     let cleanup = async {

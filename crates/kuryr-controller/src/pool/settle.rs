@@ -10,7 +10,7 @@
 //! call.
 
 use std::{
-    sync::Arc,
+    sync::{Arc, atomic::Ordering},
     time::{Duration, Instant},
 };
 
@@ -49,6 +49,11 @@ impl VifPool {
         loop {
             tokio::time::sleep(LOOK_EVERY).await;
             if started.elapsed() >= WATCH && !self.state().has_deferred() {
+                return;
+            }
+            // The pool is shutting down, or nothing but this loop holds it any more (its
+            // controller stopped): the looks end with it.
+            if self.closing.load(Ordering::SeqCst) || Arc::strong_count(&self) == 1 {
                 return;
             }
             let ports = match self.fresh_cluster_ports("settle").await {

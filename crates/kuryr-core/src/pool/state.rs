@@ -536,7 +536,9 @@ impl PoolState {
                     out.delete.push(id);
                 }
             }
-            if p.create > 0 {
+            // A pool of no host holds the unbound ports a settle look or recovery tracks (the
+            // nested pools create theirs unbound): there is no node to create ports for.
+            if p.create > 0 && !key.host.is_empty() {
                 let deficit = self.cfg.min.saturating_sub(stats.available + stats.populating);
                 candidates.push((stats.waiting, deficit, key));
             }
@@ -548,8 +550,10 @@ impl PoolState {
             }
         }
         let (nets, hosts) = (&self.closed_networks, &self.closed_hosts);
-        self.pools
-            .retain(|k, p| !((nets.contains(&k.network_id) || hosts.contains(&k.host)) && p.is_idle()));
+        self.pools.retain(|k, p| {
+            let gone = nets.contains(&k.network_id) || hosts.contains(&k.host) || k.host.is_empty();
+            !(gone && p.is_idle())
+        });
         out
     }
 

@@ -62,12 +62,20 @@ impl PoolState {
                 .filter(|(_, p)| !p.deferred.is_empty() || p.last_look.is_some())
                 .map(|(k, _)| k.clone()),
         );
+        // Unbound ports are keyed by no host, whatever pool created them: the nested pools'
+        // bulks create their ports unbound (a port is bound by becoming a trunk's subport).
+        let any_populating = self.pools.values().any(|p| p.populating.is_some());
         let mut settled: Vec<&Port> = Vec::new();
         for key in keys {
             let here: Vec<&Port> = unknown.iter().copied().filter(|p| pool_key(p) == key).collect();
+            let own_in_flight = key.host.is_empty() && any_populating;
+            if own_in_flight && here.is_empty() && !self.pools.contains_key(&key) {
+                continue;
+            }
             let pool = self.pools.entry(key).or_default();
-            if pool.populating.is_some() {
-                // Our own bulk's ports are unknown until it answers: look again later.
+            if pool.populating.is_some() || own_in_flight {
+                // Our own bulk's ports are unknown until it answers (unbound ones may be any
+                // in-flight bulk's): look again later.
                 pool.last_look = None;
                 continue;
             }
@@ -202,6 +210,46 @@ mod tests {
             .complete_population(req.ticket, vec!["m1".into(), "m2".into()])
             .expect("complete");
         assert_eq!(out.added.len(), 2);
+        st.check_invariants().expect("invariants");
+    }
+
+    #[test]
+    fn unbound_ports_of_an_own_nested_bulk_are_not_taken_for_a_dead_controllers() {
+        // A restarted controller (no deferred ports) populates a nested pool: Neutron creates
+        // the bulk's ports unbound, so a settle look sees them in no host's pool.
+        let cfg = PoolConfig {
+            min: 1,
+            ..PoolConfig::default()
+        };
+        let (mut st, _) = PoolState::recover(cfg, Vec::new(), &[], &tags(), clocks(), SETTLE);
+        let key = PoolKey::new("vm-1", "proj", "net");
+        let req = st
+            .populate_now(&key, &SgSet::default(), 2, Instant::now())
+            .expect("population");
+        let in_flight = vec![port("n1", "", "unbound"), port("n2", "", "unbound")];
+        for _ in 0..3 {
+            let (d, a) = st.settle_look(&in_flight, &tags(), SETTLE, clocks());
+            assert!(d.is_empty() && a.is_empty());
+        }
+        let unbound = PoolKey::new("", "proj", "net");
+        assert_eq!(st.pool_stats(&unbound).deferred, 0);
+        assert!(!st.has_deferred());
+        st.complete_population(req.ticket, vec!["n1".into(), "n2".into()])
+            .expect("complete");
+        // No pool of no host is ever populated (it has no node to bind ports to), even when
+        // one was kept for ports a recovery deferred there and is below ports_pool_min.
+        st.defer(unbound.clone(), "x".into());
+        st.undefer(&unbound, "x");
+        let out = st.tick(Instant::now());
+        assert!(
+            out.populate.iter().all(|r| !r.key.host.is_empty()),
+            "{:?}",
+            out.populate
+        );
+        assert!(
+            !st.stats().contains_key(&unbound),
+            "no bookkeeping pool left behind"
+        );
         st.check_invariants().expect("invariants");
     }
 }
