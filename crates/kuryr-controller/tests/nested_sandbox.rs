@@ -5,7 +5,8 @@
 //! creation and one `add_subports` per batch, `VIFVlanNested` with the subport's VLAN ID in
 //! `status.vifs`; a restarted controller reads the pools back from the trunk and serves new pods
 //! from them without a new port; released ports stay pooled on the trunk; a burst of 50 pods
-//! gets 50 distinct subports whose VLAN IDs never collide. Everything the test made
+//! gets 50 distinct subports whose VLAN IDs never collide; a namespace's KuryrNetwork has its
+//! pool pre-populated on the VM as subports on its network. Everything the test made
 //! (subports, ports, trunk, network) is removed at the end, also on failure.
 
 mod common;
@@ -24,7 +25,7 @@ use kube::{
 use kuryr_openstack::{
     NetworkCreate, Neutron, OpenStackNeutron, PortCreate, PortFilter, SubnetCreate, TrunkCreate,
 };
-use kuryr_types::{KuryrPort, vif::VifKind};
+use kuryr_types::{KuryrNetwork, KuryrPort, vif::VifKind};
 use serde_json::json;
 
 const NS: &str = "nested-a";
@@ -35,6 +36,8 @@ const NODE: &str = "vm-nested-1";
 struct Made {
     network: Option<String>,
     subnet: Option<String>,
+    /// A namespace's network (the KuryrNetwork population phase): network, subnet.
+    ns_network: Option<(String, String)>,
     parent: Option<String>,
     trunk: Option<String>,
 }
@@ -141,7 +144,7 @@ async fn nested_pods_get_vlan_subports_from_warm_subport_pools() {
         std::fs::write(
             &conf,
             format!(
-                "[kubernetes]\nenabled_handlers = vif,kuryrport\npod_vif_driver = nested-vlan\n\
+                "[kubernetes]\nenabled_handlers = vif,kuryrport,kuryrnetwork_population\npod_vif_driver = nested-vlan\n\
                  vif_pool_driver = nested\nwatch_reconcile_period = 0\nenable_manager = true\n\
                  [pool_manager]\nsock_file = {}\n\
                  [neutron_defaults]\ncluster_tag = {tag}\n[pod_vif_nested]\nworker_nodes_subnets = {}\n\
@@ -308,6 +311,75 @@ async fn nested_pods_get_vlan_subports_from_warm_subport_pools() {
             async || vifs(&env.client).await.is_empty().then_some(()),
         )
         .await;
+
+        // (e) KuryrNetwork population for nested pools: a namespace's own network (as the
+        // namespace subnet driver makes it) is pre-populated on the VM node too, as subports of
+        // its trunk on that network.
+        let ns_net = neutron
+            .create_network(&NetworkCreate {
+                name: format!("nested-ns-{}", std::process::id()),
+                tags: vec![tag.clone()],
+                ..NetworkCreate::default()
+            })
+            .await
+            .expect("namespace network");
+        let ns_subnet = neutron
+            .create_subnet(&SubnetCreate {
+                network_id: ns_net.id.clone(),
+                name: "nested-ns".into(),
+                cidr: Some("10.31.0.0/24".into()),
+                ip_version: Some(4),
+                enable_dhcp: Some(false),
+                tags: vec![tag.clone()],
+                ..SubnetCreate::default()
+            })
+            .await
+            .expect("namespace subnet");
+        made.lock().expect("lock").ns_network = Some((ns_net.id.clone(), ns_subnet.id.clone()));
+        let kn: KuryrNetwork = serde_json::from_value(json!({
+            "apiVersion": "openstack.org/v1", "kind": "KuryrNetwork",
+            "metadata": {"name": NS, "namespace": NS},
+            "spec": {"nsName": NS, "projectId": topo.get("KURYR_SANDBOX_PROJECT_ID"), "nsLabels": {}},
+            "status": {"netId": ns_net.id, "subnetId": ns_subnet.id, "subnetCIDR": "10.31.0.0/24",
+                       "routerId": topo.get("ROUTER_ID"), "populated": false},
+        }))
+        .expect("KuryrNetwork");
+        let kns: Api<KuryrNetwork> = Api::namespaced(env.client.clone(), NS);
+        kns.create(&PostParams::default(), &kn)
+            .await
+            .expect("create KuryrNetwork");
+        let populated = wait_for(
+            "the namespace network's pool on the VM",
+            Duration::from_secs(120),
+            async || {
+                let marked = kns
+                    .get(NS)
+                    .await
+                    .ok()
+                    .and_then(|k| k.status.and_then(|s| s.populated))
+                    == Some(true);
+                let on_trunk = subports(&neutron, &trunk.id).await;
+                let ports = neutron
+                    .list_ports(&PortFilter {
+                        network_id: Some(ns_net.id.clone()),
+                        tags: vec![tag.clone()],
+                        ..Default::default()
+                    })
+                    .await
+                    .expect("namespace network ports");
+                let subs: Vec<String> = ports
+                    .iter()
+                    .filter(|p| on_trunk.contains_key(&p.id))
+                    .map(|p| p.id.clone())
+                    .collect();
+                (marked && !subs.is_empty() && subs.len() == ports.len()).then_some(subs)
+            },
+        )
+        .await;
+        println!(
+            "KuryrNetwork population: {} subports of the VM's trunk on the namespace network",
+            populated.len()
+        );
         drop(ctrl);
     };
     let cleanup = async {
@@ -336,6 +408,14 @@ async fn nested_pods_get_vlan_subports_from_warm_subport_pools() {
                 }
             }
             Err(e) => eprintln!("cleanup: listing ports tagged {tag}: {e}"),
+        }
+        if let Some((net, sub)) = &m.ns_network {
+            if let Err(e) = neutron.delete_subnet(sub).await {
+                eprintln!("cleanup: deleting subnet {sub}: {e}");
+            }
+            if let Err(e) = neutron.delete_network(net).await {
+                eprintln!("cleanup: deleting network {net}: {e}");
+            }
         }
         if let Some(s) = &m.subnet
             && let Err(e) = neutron.delete_subnet(s).await
