@@ -11,7 +11,8 @@
 //! * STATUS → success: the daemon answered, so it can serve ADD.
 //!
 //! Daemon not listening (connection refused, socket missing, or the connection reset before
-//! the request was sent whole: restarting during a rolling upgrade of its DaemonSet): ADD,
+//! the request was sent whole or before the daemon answered its `Expect: 100-continue`:
+//! restarting during a rolling upgrade of its DaemonSet): ADD,
 //! DEL, CHECK and GC keep trying to connect, with a growing pause (50 ms to 1 s), for up to
 //! [`CONNECT_RETRY_WINDOW`] and never past the verb's timeout; a request that reached the
 //! daemon whole is not re-sent. STATUS does not wait: it reports at once whether the daemon answers.
@@ -239,7 +240,7 @@ fn transport_error(verb: Verb, e: &HttpError) -> CniError {
     let msg = match e {
         HttpError::Connect { .. } => "kuryr-daemon is not reachable",
         HttpError::Timeout(_) => "timed out waiting for kuryr-daemon",
-        HttpError::Send(_) | HttpError::Io(_) => "connection to kuryr-daemon failed",
+        HttpError::Send(_) | HttpError::NotTaken(_) | HttpError::Io(_) => "connection to kuryr-daemon failed",
         HttpError::Malformed(_) => "kuryr-daemon sent a malformed response",
     };
     CniError::new(code, msg).with_details(details)

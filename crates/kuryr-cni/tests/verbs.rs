@@ -138,18 +138,16 @@ fn daemon_down() {
     run_plugin(&cni_env("ADD", NETNS), c).assert_error(11);
 }
 
-/// The daemon restarts (a rolling upgrade of its DaemonSet): an ADD that finds nobody
-/// listening keeps trying and succeeds once the daemon is back, sending its request once.
-#[test]
-fn add_waits_for_a_restarting_daemon() {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap().to_string();
-    drop(l);
+/// Runs an ADD against `addr`; `meanwhile` stops the daemon that is there (if any); a daemon
+/// then starts there and must get the request exactly once, and the ADD succeed.
+fn add_across_a_daemon_restart(l: Option<std::net::TcpListener>, addr: String, meanwhile: impl FnOnce()) {
     let plugin = {
         let addr = addr.clone();
         std::thread::spawn(move || run_plugin(&cni_env("ADD", NETNS), conf("1.0.0", &addr)))
     };
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    meanwhile();
+    drop(l);
+    std::thread::sleep(std::time::Duration::from_millis(300));
     let d = FakeDaemon::tcp_at(&addr, |r| match r.path.as_str() {
         "/addNetwork" => Reply::new(202, vif()),
         _ => Reply::new(404, "not found"),
@@ -158,6 +156,36 @@ fn add_waits_for_a_restarting_daemon() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.json()["ips"][0]["address"], "10.0.0.87/26");
     assert_eq!(d.requests().len(), 1, "the request is sent once");
+}
+
+fn free_port() -> (std::net::TcpListener, String) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    (l, addr)
+}
+
+/// The daemon restarts (a rolling upgrade of its DaemonSet): an ADD that finds nobody
+/// listening keeps trying and succeeds once the daemon is back, sending its request once.
+#[test]
+fn add_waits_for_a_restarting_daemon() {
+    let (l, addr) = free_port();
+    drop(l);
+    add_across_a_daemon_restart(None, addr, || {
+        std::thread::sleep(std::time::Duration::from_millis(1200))
+    });
+}
+
+/// The daemon stops (a rolling upgrade) while the plugin's connection waits in its accept
+/// queue: the kernel had completed it and taken the request head, and resets it with the
+/// listener (CI, 2026-12-06). The body was never sent, so the plugin tries again and the next
+/// daemon gets the request, once.
+#[test]
+fn add_resends_a_request_the_stopping_daemon_never_took() {
+    let (l, addr) = free_port();
+    // The plugin connects and sends its head; nobody accepts; then the listener closes.
+    add_across_a_daemon_restart(Some(l), addr, || {
+        std::thread::sleep(std::time::Duration::from_millis(1000))
+    });
 }
 
 #[test]

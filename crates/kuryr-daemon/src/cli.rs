@@ -326,6 +326,39 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    /// The plugin sends a request's body only after `100 Continue` (so it can tell a request
+    /// no handler took from one acted on): the API server says it as its handler reads the body.
+    #[tokio::test]
+    async fn the_api_answers_expect_100_continue_before_it_reads_the_body() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let router = Router::new().route(
+            "/addNetwork",
+            axum::routing::post(|b: axum::body::Bytes| async move { b }),
+        );
+        let task = serve(Listener::Tcp(l), router);
+        let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        conn.write_all(
+            b"POST /addNetwork HTTP/1.1\r\nhost: x\r\ncontent-length: 4\r\nexpect: 100-continue\r\nconnection: close\r\n\r\n",
+        )
+        .await
+        .expect("write");
+        let mut interim = [0u8; 25];
+        tokio::time::timeout(Duration::from_secs(5), conn.read_exact(&mut interim))
+            .await
+            .expect("100 Continue in time")
+            .expect("read");
+        assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
+        conn.write_all(b"ping").await.expect("body");
+        let mut answer = String::new();
+        conn.read_to_string(&mut answer).await.expect("read");
+        assert!(
+            answer.starts_with("HTTP/1.1 200") && answer.ends_with("ping"),
+            "{answer}"
+        );
+        task.abort();
+    }
+
     /// A stopping daemon answers the request in flight and refuses new connections at once.
     #[tokio::test]
     async fn a_stopping_api_answers_requests_in_flight_and_takes_no_new_ones() {

@@ -58,6 +58,7 @@ fn serve_one(stream: &mut (impl Read + Write), handler: &Handler, received: &Mut
     let method = parts.next().unwrap_or_default().to_owned();
     let path = parts.next().unwrap_or_default().to_owned();
     let mut len = 0usize;
+    let mut expect_continue = false;
     loop {
         let mut h = String::new();
         if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
@@ -67,7 +68,18 @@ fn serve_one(stream: &mut (impl Read + Write), handler: &Handler, received: &Mut
             if k.eq_ignore_ascii_case("content-length") {
                 len = v.trim().parse().unwrap();
             }
+            expect_continue |=
+                k.eq_ignore_ascii_case("expect") && v.trim().eq_ignore_ascii_case("100-continue");
         }
+    }
+    // As kuryr-daemon's HTTP server does when its handler reads the body.
+    if expect_continue
+        && reader
+            .get_mut()
+            .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+            .is_err()
+    {
+        return;
     }
     let mut body = vec![0; len];
     reader.read_exact(&mut body).unwrap();
