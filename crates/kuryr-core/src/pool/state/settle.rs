@@ -69,9 +69,6 @@ impl PoolState {
         for key in keys {
             let here: Vec<&Port> = unknown.iter().copied().filter(|p| pool_key(p) == key).collect();
             let own_in_flight = key.host.is_empty() && any_populating;
-            if own_in_flight && here.is_empty() && !self.pools.contains_key(&key) {
-                continue;
-            }
             let pool = self.pools.entry(key).or_default();
             if pool.populating.is_some() || own_in_flight {
                 // Our own bulk's ports are unknown until it answers (unbound ones may be any
