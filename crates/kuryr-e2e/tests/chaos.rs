@@ -38,7 +38,7 @@ async fn chaos_short_every_fault_converges_with_nothing_leaked_stuck_or_doubled(
     let _restore = RestoreCloud;
     let args = ChaosArgs {
         scenarios: vec![],
-        iterations: 1,
+        iterations: None,
         short: true,
         outage_s: None,
         pod_interval_ms: 1000,

@@ -20,10 +20,11 @@ pub struct ChaosArgs {
     /// apiserver-restart, slow-neutron, cloud-api-down, node-lost; default: all).
     #[arg(long, value_delimiter = ',')]
     pub scenarios: Vec<String>,
-    /// Iterations of each scenario.
-    #[arg(long, default_value_t = 3)]
-    pub iterations: u32,
-    /// The short version (CI): 1 iteration, 20 s outages, 2 controller kills.
+    /// Iterations of each scenario (default 3, 1 with --short).
+    #[arg(long)]
+    pub iterations: Option<u32>,
+    /// The short version (CI): 1 iteration, 20 s outages, 2 controller kills (an explicit
+    /// --iterations or --outage-s still counts).
     #[arg(long)]
     pub short: bool,
     /// Seconds the cloud's APIs stay down / Neutron stays slow (default 60, 20 with --short).
@@ -81,7 +82,7 @@ impl ChaosArgs {
         let outage = Duration::from_secs(self.outage_s.unwrap_or(if self.short { 20 } else { 60 }));
         Ok(ChaosConfig {
             scenarios,
-            iterations: if self.short { 1 } else { self.iterations.max(1) },
+            iterations: self.iterations.unwrap_or(if self.short { 1 } else { 3 }).max(1),
             churn: ChurnConfig {
                 pod_interval: Duration::from_millis(self.pod_interval_ms),
                 pod_lifetime: Duration::from_secs(self.pod_lifetime_s),
@@ -145,4 +146,32 @@ pub async fn proxy(args: &ProxyArgs) -> anyhow::Result<bool> {
         _ = term.recv() => {}
     }
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        chaos: ChaosArgs,
+    }
+
+    fn config(args: &[&str]) -> ChaosConfig {
+        let cmd = Cmd::try_parse_from(std::iter::once("chaos").chain(args.iter().copied())).expect("parses");
+        cmd.chaos.config("tag").expect("config")
+    }
+
+    #[test]
+    fn short_sets_defaults_that_explicit_options_override() {
+        let c = config(&[]);
+        assert_eq!((c.iterations, c.intensity.outage.as_secs()), (3, 60));
+        let c = config(&["--short"]);
+        assert_eq!((c.iterations, c.intensity.outage.as_secs()), (1, 20));
+        let c = config(&["--short", "--iterations", "3", "--outage-s", "30"]);
+        assert_eq!((c.iterations, c.intensity.outage.as_secs()), (3, 30));
+        assert_eq!(config(&["--iterations", "0"]).iterations, 1);
+    }
 }
