@@ -202,7 +202,7 @@ pub static OPTIONS: &[OptSpec] = &[
     opt("neutron_defaults", "lbaas_activation_timeout", UINT, Some("300"), "Seconds to wait for a load balancer to become ACTIVE."),
     opt("neutron_defaults", "subnet_mapping", DICT, Some(""), "driverType:subnet-ID mapping for additional networks."),
     opt("neutron_defaults", "resource_tags", LIST, Some(""), "Tags put on every OpenStack resource created."),
-    opt("neutron_defaults", "cluster_tag", STR, None, "Tag identifying this cluster's OpenStack resources, added to resource_tags on everything created; recovery and the janitor only touch ports carrying all tags.").from(RS),
+    opt("neutron_defaults", "cluster_tag", STR, None, "Tag identifying this cluster's OpenStack resources, added to resource_tags on everything created; nothing without all of these tags is ever pooled or deleted. Unset with resource_tags unset: derived as kuryr-cluster=<UID of the kube-system Namespace>.").from(RS),
     // ---- [octavia_defaults]
     opt("octavia_defaults", "member_mode", STR, Some("L3"), "Load balancer member mode (L2, L3)."),
     opt("octavia_defaults", "enforce_sg_rules", BOOL, Some("true"), "Enforce security group rules on load balancers."),

@@ -7,7 +7,7 @@ use kuryr_config::{Config, ConfigErrors};
 use kuryr_runtime::{
     ConfigArgs, KubeArgs, ServeArgs, WorkloadArgs,
     http::{self, BindError},
-    kubeclient, shutdown_signal,
+    identity, kubeclient, shutdown_signal,
     uninstall::{self, Verdict, Workload, WorkloadError},
 };
 use tokio::task::{AbortHandle, JoinHandle};
@@ -53,6 +53,9 @@ pub enum Error {
     /// No Kubernetes client.
     #[error("connecting to Kubernetes")]
     Client(#[source] kubeclient::Error),
+    /// No identity: nothing could be proven ours.
+    #[error(transparent)]
+    Identity(identity::Error),
     /// The pool options are invalid (`[kubernetes] vif_pool_driver`, `[vif_pool]`, tags).
     #[error("port pool configuration")]
     PoolSettings(#[source] pool::SettingsError),
@@ -98,7 +101,11 @@ impl Error {
     /// Process exit code: 2 for configuration errors (nothing was touched), 1 otherwise.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Config(_) | Error::PoolSettings(_) | Error::Drivers(_) | Error::CloudAuth(_) => 2,
+            Error::Config(_)
+            | Error::PoolSettings(_)
+            | Error::Drivers(_)
+            | Error::CloudAuth(_)
+            | Error::Identity(_) => 2,
             _ => 1,
         }
     }
@@ -272,13 +279,19 @@ pub fn watcher_count(config: &Config) -> usize {
 
 /// Runs the controller with an already loaded `config` until SIGINT/SIGTERM or until every
 /// handler loop has ended.
-pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
+pub async fn run(args: &Args, mut config: Config) -> Result<(), Error> {
     // Every configuration check first: nothing is touched when one fails.
-    let settings = pool::PoolSettings::from_config(&config).map_err(Error::PoolSettings)?;
+    pool::PoolSettings::from_config(&config).map_err(Error::PoolSettings)?;
     let workload = args.workload.resolve()?;
     let client = kubeclient::client(args.kube.kubeconfig.as_deref(), &config.kubernetes)
         .await
         .map_err(Error::Client)?;
+    // The identity before anything touches OpenStack: what is ours is proven by it.
+    let identity = identity::resolve(&client, &mut config)
+        .await
+        .map_err(Error::Identity)?;
+    info!(tags = ?identity.tags(), source = identity.source(), "cluster identity");
+    let settings = pool::PoolSettings::from_config(&config).map_err(Error::PoolSettings)?;
     let watchers = watcher_count(&config);
     let metrics = Arc::new(metrics::Metrics::default());
     let openstack = if needs_openstack(&config) {

@@ -618,7 +618,7 @@ async fn namespace_subnets_have_dhcp_off_and_the_pools_ip_version() {
             if version == 6 {
                 assert!(live.cidr.starts_with("fd00:ad:beef:"), "{}", live.cidr);
             }
-            ops::teardown(&n, None, Some(&sub.id), &net.id)
+            ops::teardown(&n, None, Some(&sub.id), &net.id, &s.tags)
                 .await
                 .expect("teardown");
         }

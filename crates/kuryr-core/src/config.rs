@@ -182,14 +182,16 @@ impl TagPolicy {
     }
 
     /// `true` when no tag is configured: ownership cannot be proven by tags, so nothing is
-    /// ever deleted as garbage on the strength of tags alone.
+    /// ever deleted, pooled or adopted on the strength of tags. A running controller never has
+    /// an empty policy: without configured tags it derives the cluster's identity tag.
     pub fn is_empty(&self) -> bool {
         self.resource_tags.is_empty() && self.cluster_tag.is_none()
     }
 
-    /// The resource carries every configured tag (vacuously true without tags).
+    /// The resource carries every configured tag. An empty policy matches nothing (it used to
+    /// match everything, vacuously: another cluster's ports were then "ours").
     pub fn matches(&self, tags: &[String]) -> bool {
-        self.tags().iter().all(|t| tags.contains(t))
+        !self.is_empty() && self.tags().iter().all(|t| tags.contains(t))
     }
 }
 
@@ -276,7 +278,8 @@ mod tests {
         assert!(p.matches(&["kuryr-cluster=x".into(), "b".into(), "a".into(), "z".into()]));
         assert!(!p.matches(&["a".into(), "b".into()]));
         assert!(TagPolicy::new(vec!["a,b".into()], None).is_err());
-        assert!(TagPolicy::default().matches(&[]));
+        assert!(!TagPolicy::default().matches(&[]));
+        assert!(!TagPolicy::default().matches(&["a".into()]));
         assert!(TagPolicy::default().is_empty());
     }
 }

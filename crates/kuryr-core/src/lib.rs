@@ -9,6 +9,8 @@
 //! * [`activation`] — batching of "is the port ACTIVE yet" checks into one filtered list;
 //! * [`nested`] — nested mode: a node VM's trunk, what it carries, VLAN IDs for subports.
 //! * [`pairs`] — nested-macvlan: the allowed address pairs of a node VM's port.
+//! * [`ownership`] — the one rule that proves a Neutron resource is this cluster's before it is
+//!   deleted, pooled or adopted.
 //!
 //! Nothing here reads a clock, a file or the network: time comes in as `Instant`/`Duration`
 //! arguments (wall-clock `jiff::Timestamp` only where Neutron's own timestamps are compared),
@@ -50,6 +52,7 @@ pub mod activation;
 pub mod config;
 pub mod nested;
 pub mod neutron;
+pub mod ownership;
 pub mod pairs;
 pub mod pool;
 

@@ -48,6 +48,39 @@ pub enum OvsdbError {
     /// The bridge does not exist.
     #[error("bridge {0} does not exist")]
     NoBridge(String),
+    /// A port of the name exists and is another port's (its interface's `iface-id` differs).
+    #[error("OVS port {name} is not ours: its iface-id is {found:?}, not {want:?}")]
+    NotOurs {
+        /// The port name.
+        name: String,
+        /// The `iface-id` found (empty: none).
+        found: String,
+        /// The Neutron port this daemon wires.
+        want: String,
+    },
+}
+
+/// What [`Ovsdb::del_port`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Removal {
+    /// The port was ours and is gone.
+    Removed,
+    /// No port of that name.
+    Absent,
+    /// A port of that name belongs to another Neutron port (its `iface-id`, empty: none): left.
+    NotOurs(String),
+}
+
+/// The first `iface-id` of the Interface rows `rows` that is not `want` (`""` for an interface
+/// without one): such a port was not made by this daemon for this Neutron port.
+fn other_iface_id(rows: &[Value], want: &str) -> Option<String> {
+    rows.iter()
+        .map(|row| {
+            map_of(&row["external_ids"])
+                .remove("iface-id")
+                .unwrap_or_default()
+        })
+        .find(|id| id != want)
 }
 
 /// Where the database is.
@@ -180,17 +213,31 @@ impl Ovsdb {
         name: &str,
         external_ids: &[(String, String)],
     ) -> Result<(), OvsdbError> {
-        // One round trip to read the bridge and any port of that name.
+        // One round trip to read the bridge and any port (and interface) of that name.
         let r = self
             .transact(vec![
                 json!({"op": "select", "table": "Bridge", "where": [["name", "==", bridge]], "columns": ["_uuid"]}),
                 json!({"op": "select", "table": "Port", "where": [["name", "==", name]], "columns": ["_uuid"]}),
+                json!({"op": "select", "table": "Interface", "where": [["name", "==", name]], "columns": ["external_ids"]}),
             ])
             .await?;
         let br_uuid = rows(&r, 0)
             .first()
             .and_then(|row| uuid_of(&row["_uuid"]))
             .ok_or_else(|| OvsdbError::NoBridge(bridge.to_owned()))?;
+        // A port of the name is replaced only when it is a leftover for the same Neutron port.
+        let want = external_ids
+            .iter()
+            .find(|(k, _)| k == "iface-id")
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_default();
+        if let Some(found) = other_iface_id(rows(&r, 2), want) {
+            return Err(OvsdbError::NotOurs {
+                name: name.to_owned(),
+                found,
+                want: want.to_owned(),
+            });
+        }
         let old: Vec<String> = rows(&r, 1)
             .iter()
             .filter_map(|row| uuid_of(&row["_uuid"]))
@@ -213,17 +260,31 @@ impl Ovsdb {
         self.transact(ops).await.map(|_| ())
     }
 
-    /// Removes port `name` from every bridge (`--if-exists del-port`); whether it existed.
-    pub async fn del_port(&self, name: &str) -> Result<bool, OvsdbError> {
-        let old = self.port_uuids(name).await?;
+    /// Removes port `name` from every bridge (`--if-exists del-port`) when its interface is
+    /// Neutron port `iface_id`'s; a port of that name wired for another port (or by somebody
+    /// else: no `iface-id`) is left where it is.
+    pub async fn del_port(&self, name: &str, iface_id: &str) -> Result<Removal, OvsdbError> {
+        let r = self
+            .transact(vec![
+                json!({"op": "select", "table": "Port", "where": [["name", "==", name]], "columns": ["_uuid"]}),
+                json!({"op": "select", "table": "Interface", "where": [["name", "==", name]], "columns": ["external_ids"]}),
+            ])
+            .await?;
+        let old: Vec<String> = rows(&r, 0)
+            .iter()
+            .filter_map(|row| uuid_of(&row["_uuid"]))
+            .collect();
         if old.is_empty() {
-            return Ok(false);
+            return Ok(Removal::Absent);
+        }
+        if let Some(found) = other_iface_id(rows(&r, 1), iface_id) {
+            return Ok(Removal::NotOurs(found));
         }
         let set: Vec<Value> = old.iter().map(|u| json!(["uuid", u])).collect();
         self.transact(vec![json!({"op": "mutate", "table": "Bridge", "where": [],
             "mutations": [["ports", "delete", ["set", set]]]})])
             .await?;
-        Ok(true)
+        Ok(Removal::Removed)
     }
 
     /// Whether port `name` is on `bridge`.
@@ -325,6 +386,23 @@ fn map_of(v: &Value) -> BTreeMap<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_port_is_ours_only_with_our_iface_id() {
+        let iface = |ids: Value| json!({"external_ids": ids});
+        let ours = iface(json!(["map", [["iface-id", "p1"], ["attached-mac", "m"]]]));
+        assert_eq!(other_iface_id(std::slice::from_ref(&ours), "p1"), None);
+        assert_eq!(other_iface_id(&[], "p1"), None);
+        assert_eq!(
+            other_iface_id(&[ours, iface(json!(["map", [["iface-id", "p2"]]]))], "p1"),
+            Some("p2".into())
+        );
+        // Somebody else's port of the name, without an iface-id: not ours either.
+        assert_eq!(
+            other_iface_id(&[iface(json!(["map", []]))], "p1"),
+            Some(String::new())
+        );
+    }
 
     #[test]
     fn decodes_ovsdb_values() {

@@ -98,7 +98,18 @@ pub fn validate(req: &DaemonRequest, verb: Verb, netns_proc_dir: Option<&str>) -
     }
     let valid_attachments = if verb == Verb::Gc {
         match req.config_kuryr.get(VALID_ATTACHMENTS_KEY) {
-            None | Some(Value::Null) => Vec::new(),
+            // Read as "nothing is valid" it would unwire every pod of the node: the CNI spec
+            // (1.1) makes the list mandatory for GC, so its absence is an error and nothing is
+            // removed. An empty list is the runtime saying that nothing is valid.
+            None | Some(Value::Null) => {
+                return Err(CniError::new(
+                    ErrorCode::InvalidNetworkConfig,
+                    format!("GC without {VALID_ATTACHMENTS_KEY}: nothing is removed"),
+                )
+                .with_details(format!(
+                    "the runtime must list the attachments that are still valid in {VALID_ATTACHMENTS_KEY} (CNI 1.1)"
+                )));
+            }
             Some(v) => serde_json::from_value(v.clone()).map_err(|e| {
                 CniError::new(
                     ErrorCode::InvalidNetworkConfig,
@@ -199,6 +210,15 @@ mod tests {
         r.config_kuryr = json!({"cni.dev/valid-attachments": [{"containerID": "c9", "ifname": "eth0"}]});
         let c = validate(&r, Verb::Gc, None).unwrap();
         assert_eq!(c.valid_attachments.len(), 1);
+        // Without the list (or with null) nothing is valid would mean everything goes: refused.
+        for absent in [json!({}), json!({"cni.dev/valid-attachments": null})] {
+            r.config_kuryr = absent;
+            let e = validate(&r, Verb::Gc, None).unwrap_err();
+            assert_eq!(e.code, ErrorCode::InvalidNetworkConfig);
+            assert!(e.msg.contains("valid-attachments"), "{}", e.msg);
+        }
+        r.config_kuryr = json!({"cni.dev/valid-attachments": []});
+        assert!(validate(&r, Verb::Gc, None).unwrap().valid_attachments.is_empty());
         r.config_kuryr = json!({"cni.dev/valid-attachments": 5});
         assert_eq!(
             validate(&r, Verb::Gc, None).unwrap_err().code,

@@ -57,6 +57,7 @@ fn settings(tag: &str, workers: &str) -> PoolSettings {
         mode: PoolMode::Noop,
         pool: PoolConfig::default(),
         tags: TagPolicy::new(vec![], Some(tag.to_owned())).expect("tag"),
+        project: None,
         ovs_bridge: None,
         janitor_interval: Duration::ZERO,
         janitor_min_age: Duration::from_secs(600),

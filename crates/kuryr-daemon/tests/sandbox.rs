@@ -96,6 +96,24 @@ async fn add_wires_the_pod_and_del_removes_it() {
         };
         add_leftover(&d.netns, &tap);
         add_leftover(&podns.name, "eth0");
+        // A VIF whose text names a host link as its device: the daemon wires `tap<port>` and
+        // never touches that link (it used to delete it on a name clash).
+        netns_exec(
+            &d.netns,
+            &[
+                "ip",
+                "link",
+                "add",
+                "kdt-victim",
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "kdt-victim-p",
+            ],
+        );
+        let mut vif = vif;
+        vif.vif_name = Some("kdt-victim".into());
         put_kuryrport(&cluster.client, &pod, &d.node, &uid, &vif).await;
         let active = os.wait_active(&port.id, Duration::from_secs(30)).await;
         println!("port ACTIVE {} ms after ADD started", t0.elapsed().as_millis());
@@ -173,6 +191,12 @@ async fn add_wires_the_pod_and_del_removes_it() {
         // DEL removes veth and OVS port; a second DEL is fine; CHECK now fails.
         let (ok, out) = shim.cni("DEL", &container, &podns.path, &pod, &uid);
         assert!(ok, "DEL failed: {out}");
+        let links = netns_exec(&d.netns, &["ip", "link"]);
+        assert!(
+            links.contains("kdt-victim"),
+            "the host link a VIF named was deleted: {links}"
+        );
+        netns_exec(&d.netns, &["ip", "link", "del", "kdt-victim"]);
         assert!(!netns_exec(&podns.name, &["ip", "link"]).contains("eth0"));
         assert!(!run_ok(&["ip", "netns", "exec", &d.netns, "ip", "link"]).contains(&tap));
         let ports =
@@ -358,6 +382,22 @@ async fn pods_on_two_nodes_talk_and_survive_a_daemon_restart() {
         let ports = String::from_utf8_lossy(&ovs_vsctl(&d1.ovs_rundir, &["list-ports", "br-int"]).stdout).into_owned();
         assert!(!ports.lines().any(|l| l == tap), "{tap} still on br-int");
 
+        // A GC without `cni.dev/valid-attachments` is refused: nothing is unwired.
+        let gc = json!({"CNI_COMMAND": "GC", "config_kuryr": {"cniVersion": "1.1.0"}});
+        let (code, body) = d1.raw("POST", "/gcNetworks", gc.to_string().as_bytes());
+        assert_ne!(code, 204, "a GC without attachments was obeyed: {body}");
+        assert!(body.contains("valid-attachments"), "{body}");
+        assert_reaches(&c, &b, "after a GC without attachments");
+        // A DEL of a container the daemon never wired, naming a namespace and a link of the
+        // node's (here a namespace standing for the host, holding a link named like a host's):
+        // nothing is deleted.
+        let host = PodNs::new();
+        netns_exec(&host.name, &["ip", "link", "add", "uplink0", "type", "veth", "peer", "name", "uplink0p"]);
+        let del = json!({"CNI_COMMAND": "DEL", "CNI_CONTAINERID": "never-wired", "CNI_NETNS": host.path,
+            "CNI_IFNAME": "uplink0", "CNI_ARGS": "", "config_kuryr": {"cniVersion": "1.1.0"}});
+        let (code, body) = d1.raw("POST", "/delNetwork", del.to_string().as_bytes());
+        assert_eq!(code, 204, "{body}");
+        assert!(netns_exec(&host.name, &["ip", "link"]).contains("uplink0"), "a DEL of an unknown container deleted a link");
         // GC with only `c` valid removes nothing else on node-1 (a is gone already) and keeps c.
         let gc = json!({"CNI_COMMAND": "GC", "config_kuryr": {"cniVersion": "1.1.0",
             "cni.dev/valid-attachments": [{"containerID": c.container, "ifname": "eth0"}]}});

@@ -11,12 +11,15 @@
 //!   `token_file` and the TLS options, else `KUBECONFIG`/in-cluster;
 //! * [`http`] — binding (`[::]` with an IPv4 fallback) and serving the health and metrics
 //!   servers, `/ready` + `/alive` over a [`http::Probe`], `/metrics` over an [`http::Exposition`];
+//! * [`identity`] — this cluster's identity tag on OpenStack: configured, or derived from the
+//!   `kube-system` Namespace's UID;
 //! * [`uninstall`] — at shutdown, whether kuryr-rs is being removed (its workload gone) or
 //!   only restarted;
 //! * [`shutdown_signal`] and [`error_chain`].
 
 pub mod args;
 pub mod http;
+pub mod identity;
 pub mod kubeclient;
 pub mod logging;
 pub mod uninstall;

@@ -30,17 +30,31 @@ pub fn config(files: &[std::path::PathBuf]) -> Result<kuryr_config::Config, Erro
 }
 
 /// The tags that mark this cluster's resources: `cluster_tag` when given, else the
-/// configuration's `resource_tags` plus `cluster_tag`.
-pub fn tags(config: &kuryr_config::Config, cluster_tag: Option<&str>) -> Result<Vec<String>, Error> {
-    let tags = match cluster_tag {
-        Some(t) => kuryr_core::config::TagPolicy::new(Vec::new(), Some(t.to_owned())),
-        None => kuryr_core::config::TagPolicy::new(
-            config.neutron_defaults.resource_tags.clone(),
-            config.neutron_defaults.cluster_tag.clone(),
-        ),
+/// configuration's `resource_tags` plus `cluster_tag`, else the identity the controller derives
+/// from the `kube-system` Namespace ([`kuryr_runtime::identity`]).
+pub async fn tags(
+    config: &kuryr_config::Config,
+    cluster_tag: Option<&str>,
+    client: &Client,
+) -> Result<Vec<String>, Error> {
+    if let Some(t) = cluster_tag {
+        let tags = kuryr_core::config::TagPolicy::new(Vec::new(), Some(t.to_owned())).map_err(Error::Tags)?;
+        return Ok(tags.tags());
     }
-    .map_err(Error::Tags)?;
+    let id = identity(config, client).await?;
+    let tags = kuryr_core::config::TagPolicy::new(id.tags(), None).map_err(Error::Tags)?;
     Ok(tags.tags())
+}
+
+/// This cluster's identity as the controller finds it.
+pub async fn identity(
+    config: &kuryr_config::Config,
+    client: &Client,
+) -> Result<kuryr_runtime::identity::Identity, Error> {
+    let mut config = config.clone();
+    kuryr_runtime::identity::resolve(client, &mut config)
+        .await
+        .map_err(Error::Identity)
 }
 
 /// A Neutron client with the credentials of `config` (or `OS_CLOUD`/`OS_*`).

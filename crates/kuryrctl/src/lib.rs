@@ -51,6 +51,9 @@ pub enum Error {
     /// Without tags, kuryr's ports cannot be told from others.
     #[error("no tags: pass --cluster-tag or set [neutron_defaults] resource_tags/cluster_tag")]
     NoTags,
+    /// The cluster's identity could not be found.
+    #[error(transparent)]
+    Identity(kuryr_runtime::identity::Error),
     /// Nothing listens on the pool manager socket.
     #[error(
         "no pool manager answers at {}: run kuryr-controller with [kubernetes] enable_manager = true, or pass --socket",

@@ -210,6 +210,15 @@ impl KlbHandler {
             && !id.is_empty()
         {
             match self.octavia.get_load_balancer(&id).await {
+                // The status names it: ours, or untagged (upstream's, switched over). One with
+                // another cluster's tags is never taken, whatever the CR says.
+                Ok(lb)
+                    if self.octavia.version().tags()
+                        && kuryr_core::ownership::claim_of(&self.settings.tags, &lb.tags)
+                            == kuryr_core::ownership::Claim::Foreign =>
+                {
+                    warn!(lb = %name, id = %lb.id, "KuryrLoadBalancer names a load balancer that is not this cluster's: not used");
+                }
                 Ok(lb) => return Ok(Some(lb)),
                 Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(Self::octavia_err("reading the load balancer", &name)(e)),

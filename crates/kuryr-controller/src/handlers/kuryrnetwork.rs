@@ -504,7 +504,18 @@ async fn finalize(kn: &KuryrNetwork, kctx: &KnHandler, ns: &str, ns_name: &str) 
     };
     let router = st.router_id.clone().or_else(|| s.router.clone());
     let nets: Vec<(String, Option<String>)> = match st.net_id.filter(|n| !n.is_empty()) {
-        Some(net) => vec![(net, st.subnet_id.clone())],
+        // The status names the network: deleted only when it is ours (or untagged: upstream's,
+        // switched over); a network with another cluster's tags is left alone whatever the CR says.
+        Some(net) => match neutron::network_claim(neutron, &s.tags, &net)
+            .await
+            .map_err(del_err)?
+        {
+            Some(kuryr_core::ownership::Claim::Foreign) => {
+                warn!(%ns, network = %net, "KuryrNetwork names a network that is not this cluster's: left alone");
+                Vec::new()
+            }
+            _ => vec![(net, st.subnet_id.clone())],
+        },
         None => {
             // Created but not recorded (crash before the status patch): find it by name.
             let uid = namespace_uid(&kctx.ctx, ns).await?;
@@ -541,7 +552,7 @@ async fn finalize(kn: &KuryrNetwork, kctx: &KnHandler, ns: &str, ns_name: &str) 
                 ns: ns.to_owned(),
                 source,
             })?;
-        neutron::teardown(neutron, router.as_deref(), subnet.as_deref(), &net)
+        neutron::teardown(neutron, router.as_deref(), subnet.as_deref(), &net, &s.tags)
             .await
             .map_err(del_err)?;
         info!(%ns, network = %net, pooled_ports_freed = freed, "network deleted");

@@ -18,12 +18,12 @@ use kuryr_openstack::{BoxFuture, Neutron, Port};
 use tracing::{info, warn};
 
 use super::{
-    Acquired, Error, PoolSettings, PortRequest, VifPool,
+    Acquired, Error, Owned, PoolSettings, PortRequest, VifPool,
     attach::{Attachment, Bound},
     coalesce::Creates,
     delete_port_id, janitor, list_cluster_ports, lock,
     netcache::NetCache,
-    port_create,
+    owned_references, port_create,
     source::PortSource,
 };
 use crate::drivers::PodTarget;
@@ -155,7 +155,7 @@ impl Direct {
             &owned,
             &empty,
             &ports,
-            tags,
+            self.settings.ownership(),
             jiff::Timestamp::now(),
             self.settings.janitor_min_age,
         );
@@ -186,7 +186,18 @@ impl PortSource for Direct {
 
     fn release<'a>(&'a self, pod: &'a PodKey, port_ids: &'a [String]) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
-            let mut ids: Vec<String> = port_ids.to_vec();
+            // The KuryrPort's ports are deleted only when Neutron proves them ours; the one
+            // created for the pod and not recorded yet is ours by construction.
+            let mut ids: Vec<String> = Vec::new();
+            for (id, owned) in owned_references(&*self.neutron, &self.settings, port_ids).await? {
+                match owned {
+                    Owned::Yes => ids.push(id),
+                    Owned::Gone => {}
+                    Owned::No(why) => {
+                        warn!(%pod, port = %id, reason = %why, "a KuryrPort named a port that is not this cluster's: left alone")
+                    }
+                }
+            }
             if let Some(p) = lock(&self.pending).remove(pod)
                 && !ids.contains(&p.id)
             {

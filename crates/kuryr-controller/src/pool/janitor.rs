@@ -52,10 +52,16 @@ impl VifPool {
                 return Ok(Vec::new());
             }
             let wall = jiff::Timestamp::now();
-            let found: HashSet<String> =
-                orphans(&owned, &st, &ports, tags, wall, self.settings.janitor_min_age)
-                    .into_iter()
-                    .collect();
+            let found: HashSet<String> = orphans(
+                &owned,
+                &st,
+                &ports,
+                self.settings.ownership(),
+                wall,
+                self.settings.janitor_min_age,
+            )
+            .into_iter()
+            .collect();
             let found: Vec<&kuryr_openstack::Port> = ports.iter().filter(|p| found.contains(&p.id)).collect();
             st.adopt_orphans(&found, Instant::now(), wall)
         };

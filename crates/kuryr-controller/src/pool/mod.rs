@@ -47,6 +47,8 @@ mod tests_coalesce;
 mod tests_macvlan;
 #[cfg(test)]
 mod tests_nested;
+#[cfg(test)]
+mod tests_ownership;
 
 use std::{
     collections::{HashMap, HashSet},
@@ -226,8 +228,12 @@ impl VifPool {
     async fn cluster_ports(&self, what: &'static str) -> Result<Vec<Port>, Error> {
         let ports =
             list_cluster_ports(&*self.neutron, &self.settings, self.attach.listed_owner(), what).await?;
+        // Neutron filtered by tags and project; checked again here, since recovery, the janitor,
+        // the settle looks and the uninstall delete or pool what this returns.
+        let owner = self.settings.ownership();
         Ok(ports
             .into_iter()
+            .filter(|p| owner.owns(&p.tags, p.project()))
             .filter_map(|p| self.attach.pool_view(p))
             .collect())
     }
@@ -435,23 +441,83 @@ pub fn port_create(
     }
 }
 
-/// This cluster's ports carrying the settings' tags, of `device_owner` `owner` when given
-/// (`what` names the listing in errors).
+/// This cluster's ports carrying the settings' tags, in its project when it has one, of
+/// `device_owner` `owner` when given (`what` names the listing in errors). Without an identity
+/// nothing is listed: no filter would make every port of the cloud a candidate.
 async fn list_cluster_ports(
     neutron: &dyn Neutron,
     settings: &PoolSettings,
     owner: Option<&str>,
     what: &'static str,
 ) -> Result<Vec<Port>, Error> {
+    if settings.tags.is_empty() {
+        return Ok(Vec::new());
+    }
     let filter = PortFilter {
         device_owner: owner.map(String::from),
         tags: settings.tags.tags(),
+        project_id: settings.project.clone(),
         ..PortFilter::default()
     };
     neutron
         .list_ports(&filter)
         .await
         .map_err(|source| Error::ListPorts { what, source })
+}
+
+/// Whether a port a KuryrPort names is this cluster's ([`owned_reference`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owned {
+    /// Ours (our tags), or untagged with kuryr's device owner (upstream's, switched over).
+    Yes,
+    /// Neutron does not have it.
+    Gone,
+    /// Not ours: left alone.
+    No(kuryr_core::ownership::Refusal),
+}
+
+/// Reads port `id` (named by a KuryrPort, unknown to the pool) and tells whether it may be
+/// released: one `GET` of the port, only off the hot path (a release of a port recovery refused).
+pub(crate) async fn owned_reference(
+    neutron: &dyn Neutron,
+    settings: &PoolSettings,
+    id: &str,
+) -> Result<Owned, Error> {
+    let mut found = owned_references(neutron, settings, std::slice::from_ref(&id.to_string())).await?;
+    Ok(found.pop().map_or(Owned::Gone, |(_, o)| o))
+}
+
+/// [`owned_reference`] for many ports in one listing (IDs split in requests of 100 by the
+/// client): each ID with its verdict, in the order given.
+pub(crate) async fn owned_references(
+    neutron: &dyn Neutron,
+    settings: &PoolSettings,
+    ids: &[String],
+) -> Result<Vec<(String, Owned)>, Error> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let found = neutron
+        .list_ports(&PortFilter::ids(ids.iter().cloned()))
+        .await
+        .map_err(|source| Error::ListPorts {
+            what: "the ports a KuryrPort names",
+            source,
+        })?;
+    let by_id: std::collections::HashMap<&str, &Port> = found.iter().map(|p| (p.id.as_str(), p)).collect();
+    Ok(ids
+        .iter()
+        .map(|id| {
+            let owned = match by_id.get(id.as_str()) {
+                None => Owned::Gone,
+                Some(p) => match settings.ownership().accepts_referenced(p) {
+                    kuryr_core::ownership::Verdict::Refused(why) => Owned::No(why),
+                    _ => Owned::Yes,
+                },
+            };
+            (id.clone(), owned)
+        })
+        .collect())
 }
 
 /// Deletes port `id` (an already deleted one is fine).

@@ -172,6 +172,8 @@ fn merge(into: &mut RecoveryReport, r: RecoveryReport) {
     into.to_delete.extend(r.to_delete);
     into.missing.extend(r.missing);
     into.conflicts.extend(r.conflicts);
+    into.refused.extend(r.refused);
+    into.adopted_untagged.extend(r.adopted_untagged);
     into.deferred.extend(r.deferred);
 }
 

@@ -74,7 +74,7 @@ impl VifPool {
             self.settings.pool.clone(),
             refs,
             &ports,
-            &self.settings.tags,
+            self.settings.ownership(),
             (Instant::now(), jiff::Timestamp::now()),
             self.settings.janitor_min_age,
         );

@@ -10,13 +10,15 @@ use kuryr_core::{
 use kuryr_openstack::PortUpdate;
 use tracing::{debug, info, warn};
 
-use super::{Error, VifPool, lock};
+use super::{Error, Owned, VifPool, lock};
 
 impl VifPool {
     /// Releases the pod's ports (`port_ids` from its KuryrPort, plus any port the pool handed
     /// it that the KuryrPort does not reference yet): each port cools down and returns to its
-    /// pool, or is deleted when the pool is full or its network is going away. Ports the pool
-    /// does not know are deleted (a KuryrPort referenced them).
+    /// pool, or is deleted when the pool is full or its network is going away. A port the pool
+    /// does not know is deleted only when Neutron shows it is ours
+    /// ([`kuryr_core::ownership::Ownership::accepts_referenced`]): a KuryrPort's text alone
+    /// never makes the controller delete a port.
     pub async fn release(self: &Arc<Self>, pod: &PodKey, port_ids: &[String]) -> Result<(), Error> {
         let mut ids: Vec<String> = port_ids.to_vec();
         {
@@ -78,8 +80,19 @@ impl VifPool {
                 }
             }
             Err(kuryr_core::pool::PoolError::UnknownPort { .. }) => {
-                info!(%pod, port = %id, "port unknown to the pool: deleting it");
-                self.delete_port(id).await
+                // A KuryrPort named it, but the pool never took it in: recovery refused it (not
+                // ours), or it is gone. Deleted only when Neutron proves it ours.
+                match super::owned_reference(&*self.neutron, &self.settings, id).await? {
+                    Owned::Yes => {
+                        info!(%pod, port = %id, "port unknown to the pool, ours: deleting it");
+                        self.delete_port(id).await
+                    }
+                    Owned::Gone => Ok(()),
+                    Owned::No(why) => {
+                        warn!(%pod, port = %id, reason = %why, "a KuryrPort named a port that is not this cluster's: left alone");
+                        Ok(())
+                    }
+                }
             }
             Err(e) => {
                 warn!(%pod, port = %id, error = %e, "port not released: not in use");
@@ -128,8 +141,16 @@ impl VifPool {
     /// does not know at all (a bulk creation cut off by an earlier crash, which the janitor
     /// would have found later) and ones back in a pool since it was freed.
     /// Ports in use by pods stay: they belong to their KuryrPorts. Without tags only the pools'
-    /// ports are deleted (ownership cannot be proven). Returns how many ports were deleted.
+    /// ports are deleted (ownership cannot be proven); before recovery has finished nothing is
+    /// (the state does not know which ports pods use). Returns how many ports were deleted.
     pub async fn release_for_uninstall(self: &Arc<Self>) -> Result<usize, Error> {
+        // Before recovery the state knows no pod's port: every tagged port would look unused.
+        if !self.is_recovered() {
+            warn!(
+                "uninstall: the pools were never recovered; no port is deleted (`kuryrctl ports --orphans` lists what is left)"
+            );
+            return Ok(0);
+        }
         let mut deleted = self.free_pools(None).await?;
         if self.settings.tags.is_empty() {
             return Ok(deleted);

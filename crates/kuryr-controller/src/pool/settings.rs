@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use kuryr_core::{ConfigError, PoolConfig, TagPolicy, activation::ActivationConfig};
+use kuryr_core::{ConfigError, PoolConfig, TagPolicy, activation::ActivationConfig, ownership::Ownership};
 
 /// `[kubernetes] vif_pool_driver`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,8 +52,13 @@ pub struct PoolSettings {
     pub mode: PoolMode,
     /// Pool sizing, cool-down, bulk concurrency, `port_debug`.
     pub pool: PoolConfig,
-    /// Tags put on created ports and required on recovered or collected ones.
+    /// Tags put on created ports and required on recovered or collected ones: this cluster's
+    /// identity (never empty in a running controller: [`kuryr_runtime::identity`]).
     pub tags: TagPolicy,
+    /// The one project pods' ports are made in (`[neutron_defaults] project` with
+    /// `pod_project_driver = default`): port listings are filtered by it and nothing outside
+    /// it is ours. `None` with the `annotation` driver (projects per namespace: tags decide).
+    pub project: Option<String>,
     /// `[neutron_defaults] ovs_bridge`: the VIF's bridge when the port does not name one.
     pub ovs_bridge: Option<String>,
     /// Period of the janitor (zero: off).
@@ -74,6 +79,13 @@ pub struct PoolSettings {
     /// `[pod_vif_nested] rev_update_attempts`: tries of one revision-guarded update of a VM
     /// port's allowed address pairs (nested-macvlan).
     pub pair_update_attempts: u32,
+}
+
+impl PoolSettings {
+    /// The ownership test of these settings ([`kuryr_core::ownership`]).
+    pub fn ownership(&self) -> Ownership<'_> {
+        Ownership::new(&self.tags, self.project.as_deref())
+    }
 }
 
 /// The pod VIF drivers of pods inside node VMs (found by `[pod_vif_nested]
@@ -191,10 +203,15 @@ impl PoolSettings {
         }
         let nd = &config.neutron_defaults;
         let tags = TagPolicy::from_neutron_defaults(nd).map_err(SettingsError::Tags)?;
+        let project = (k.pod_project_driver == "default")
+            .then(|| nd.project.clone())
+            .flatten()
+            .filter(|p| !p.is_empty());
         Ok(PoolSettings {
             mode,
             pool,
             tags,
+            project,
             ovs_bridge: nd.ovs_bridge.clone(),
             janitor_interval: vp.ports_pool_janitor_interval,
             janitor_min_age: vp.ports_pool_janitor_min_age,

@@ -68,7 +68,7 @@ impl VifPool {
             };
             let (delete, adopted) = self.state().settle_look(
                 &ports,
-                &self.settings.tags,
+                self.settings.ownership(),
                 self.settings.janitor_min_age,
                 (Instant::now(), jiff::Timestamp::now()),
             );

@@ -28,6 +28,7 @@ pub(super) fn settings(mode: PoolMode) -> PoolSettings {
             ..PoolConfig::default()
         },
         tags: TagPolicy::new(vec!["kuryr".into()], Some(TAG.into())).expect("tags"),
+        project: None,
         ovs_bridge: Some("br-int".into()),
         janitor_interval: Duration::ZERO,
         janitor_min_age: Duration::ZERO,
@@ -60,6 +61,22 @@ fn fixture(mode: PoolMode) -> Fixture {
 }
 
 impl Fixture {
+    /// A port of this cluster on node-1 the pool does not know (behind its back).
+    async fn create_tagged_port(&self) {
+        let p = super::port_create(
+            &settings(PoolMode::Neutron),
+            &kuryr_core::pool::PoolKey::new("node-1", "proj", &self.target.network_id),
+            &["sg-1".to_string()],
+            Vec::new(),
+            None,
+            None,
+        );
+        self.fake
+            .create_ports_bulk(std::slice::from_ref(&p))
+            .await
+            .expect("create");
+    }
+
     async fn acquire(&self, pod: &str) -> Result<Option<Acquired>, Error> {
         let req = PortRequest {
             pod: PodKey::new("ns", pod),
@@ -417,20 +434,22 @@ async fn hybrid_plug_ports_are_refused_with_the_reason() {
 #[tokio::test]
 async fn uninstall_deletes_pooled_and_unknown_ports_but_not_ports_in_use() {
     let f = fixture(PoolMode::Neutron);
+    // Before recovery the state knows no pod's port: nothing may be deleted (every tagged port
+    // would look unused, those of running pods included).
+    f.create_tagged_port().await;
+    assert_eq!(f.pool.release_for_uninstall().await.expect("release"), 0);
+    assert_eq!(
+        f.fake.ports().len(),
+        1,
+        "a port a pod may use stays before recovery"
+    );
+    for p in f.fake.ports() {
+        f.fake.delete_port(&p.id).await.expect("clean");
+    }
+    f.pool.recover(Vec::new()).await.expect("recover");
     let a = f.acquire("a").await.expect("acquire").expect("port");
     // A tagged port of this cluster nobody knows (a bulk creation cut off by a crash).
-    let leaked = super::port_create(
-        &settings(PoolMode::Neutron),
-        &kuryr_core::pool::PoolKey::new("node-1", "proj", &f.target.network_id),
-        &["sg-1".to_string()],
-        Vec::new(),
-        None,
-        None,
-    );
-    f.fake
-        .create_ports_bulk(std::slice::from_ref(&leaked))
-        .await
-        .expect("create");
+    f.create_tagged_port().await;
     assert_eq!(f.fake.ports().len(), 4, "3 of the batch + 1 unknown");
     assert_eq!(
         f.pool.quiesce(Duration::from_secs(1)).await,

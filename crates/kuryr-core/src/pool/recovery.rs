@@ -2,10 +2,14 @@
 //! and the cluster's tagged `compute:kuryr` ports) — no in-memory state survives a restart —
 //! and the janitor's orphan detection.
 //!
-//! Rules (upstream `sync_pools`, `_cleanup_leftover_ports`, `_recover_precreated_ports`):
-//! * a port referenced by a KuryrPort is in use by that pod, whatever its owner or tags
-//!   (ports made by upstream Kuryr without tags keep working after a switch-over);
-//! * other ports are ours only with device owner `compute:kuryr` and every configured tag;
+//! Rules (upstream `sync_pools`, `_cleanup_leftover_ports`, `_recover_precreated_ports`, with
+//! the ownership rule of [`crate::ownership`] upstream lacked):
+//! * a port referenced by a KuryrPort is in use by that pod when it is ours, or untagged with
+//!   kuryr's device owner (ports made by upstream Kuryr without tags keep working after a
+//!   switch-over); a port with another cluster's tags, or a user's untagged port, is refused
+//!   whatever the KuryrPort says (`refused`: the pod gets a port of ours);
+//! * other ports are ours only with device owner `compute:kuryr`, every tag of our identity and
+//!   our project; nothing is ours without an identity;
 //! * ours and bound (binding host set, VIF type neither `unbound` nor `binding_failed`) → back
 //!   in the pool of `(binding host, project, network)` under their SG set; ours and unbound → delete;
 //! * a port updated less than `cooldown` ago (or still ACTIVE: a pod may still be plugged) may
@@ -25,8 +29,9 @@ use std::{
 
 use super::{PodKey, PoolKey, PoolState, PortState, SgSet};
 use crate::{
-    config::{PoolConfig, TagPolicy},
-    neutron::{DEVICE_OWNER, Port, VIF_TYPE_BINDING_FAILED},
+    config::PoolConfig,
+    neutron::{Port, VIF_TYPE_BINDING_FAILED},
+    ownership::{Ownership, Refusal, Verdict},
 };
 
 /// A port a KuryrPort references (`status.vifs[*].vif.id`).
@@ -65,6 +70,11 @@ pub struct RecoveryReport {
     pub missing: Vec<InUseRef>,
     /// A port referenced by more than one KuryrPort: only the first keeps it.
     pub conflicts: Vec<InUseRef>,
+    /// KuryrPorts referencing a port that is not ours (another cluster's, a user's): left
+    /// alone in Neutron; the controller gives these pods ports of ours.
+    pub refused: Vec<(InUseRef, Refusal)>,
+    /// Untagged ports taken over because a KuryrPort references them (upstream's switch-over).
+    pub adopted_untagged: Vec<String>,
     /// Young ports of pools with a bulk creation still in flight: left for the janitor.
     pub deferred: Vec<String>,
 }
@@ -112,14 +122,15 @@ pub(super) fn younger_than(p: &Port, age: Duration, wall_now: jiff::Timestamp) -
 
 impl PoolState {
     /// Rebuilds the state from KuryrPorts (`in_use`) and Neutron's ports (`ports`: the list
-    /// filtered by device owner and tags, plus any ports the KuryrPorts reference). `now` is
+    /// filtered by device owner and tags, plus any ports the KuryrPorts reference). `owner`
+    /// decides what is ours ([`crate::ownership`]). `now` is
     /// the monotonic clock, `wall_now` the wall clock Neutron's `updated_at` is compared with;
     /// `settle` is the age below which a port may belong to a bulk creation still in flight.
     pub fn recover(
         cfg: PoolConfig,
         in_use: impl IntoIterator<Item = InUseRef>,
         ports: &[Port],
-        tags: &TagPolicy,
+        owner: Ownership<'_>,
         (now, wall_now): (Instant, jiff::Timestamp),
         settle: Duration,
     ) -> (PoolState, RecoveryReport) {
@@ -134,20 +145,24 @@ impl PoolState {
                 continue;
             }
             match by_id.get(r.port_id.as_str()) {
-                Some(p) => {
-                    let key = PoolKey::new(r.host.clone(), p.project(), &p.network_id);
-                    let sgs = SgSet::new(p.security_groups.iter().cloned());
-                    state.adopt(&p.id, key, sgs, PortState::InUse(r.pod.clone()));
-                    report.in_use.push(p.id.clone());
-                }
+                Some(p) => match owner.accepts_referenced(p) {
+                    Verdict::Refused(why) => report.refused.push((r, why)),
+                    verdict => {
+                        let key = PoolKey::new(r.host.clone(), p.project(), &p.network_id);
+                        let sgs = SgSet::new(p.security_groups.iter().cloned());
+                        state.adopt(&p.id, key, sgs, PortState::InUse(r.pod.clone()));
+                        if verdict == Verdict::Adopted {
+                            report.adopted_untagged.push(p.id.clone());
+                        }
+                        report.in_use.push(p.id.clone());
+                    }
+                },
                 None => report.missing.push(r),
             }
         }
         let ours: Vec<&Port> = ports
             .iter()
-            .filter(|p| {
-                !referenced.contains(&p.id) && p.device_owner == DEVICE_OWNER && tags.matches(&p.tags)
-            })
+            .filter(|p| !referenced.contains(&p.id) && owner.owns_pool_port(p))
             .collect();
         // Pools with a bulk creation in flight: an unbound port that is still young.
         let busy: HashSet<PoolKey> = ours
@@ -229,24 +244,25 @@ impl PoolState {
     }
 }
 
-/// The janitor: tagged `compute:kuryr` ports that neither a KuryrPort (`kuryrport_port_ids`)
-/// nor the pool owns, created at least `min_age` ago (so populations in flight, whose ports
-/// the pool does not know yet, are spared). Without any configured tag nothing is an orphan:
-/// ownership cannot be proven. Ports whose creation time cannot be read are spared.
+/// The janitor: `compute:kuryr` ports of ours ([`Ownership::owns_pool_port`]) that neither a
+/// KuryrPort (`kuryrport_port_ids`) nor the pool owns, created at least `min_age` ago (so
+/// populations in flight, whose ports the pool does not know yet, are spared). Without an
+/// identity nothing is an orphan: ownership cannot be proven. Ports whose creation time cannot
+/// be read are spared.
 pub fn orphans(
     kuryrport_port_ids: &HashSet<String>,
     state: &PoolState,
     ports: &[Port],
-    tags: &TagPolicy,
+    owner: Ownership<'_>,
     wall_now: jiff::Timestamp,
     min_age: Duration,
 ) -> Vec<String> {
-    if tags.is_empty() {
+    if owner.tags.is_empty() {
         return Vec::new();
     }
     let mut out: Vec<String> = ports
         .iter()
-        .filter(|p| p.device_owner == DEVICE_OWNER && tags.matches(&p.tags))
+        .filter(|p| owner.owns_pool_port(p))
         .filter(|p| !kuryrport_port_ids.contains(&p.id) && !state.owns(&p.id))
         .filter(|p| {
             p.created().is_some_and(|c| {
@@ -262,7 +278,10 @@ pub fn orphans(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pool::{Decision, PortState};
+    use crate::{
+        config::TagPolicy,
+        pool::{Decision, PortState},
+    };
 
     fn port(id: &str, host: &str, vif_type: &str, status: &str, updated: &str) -> Port {
         serde_json::from_value(serde_json::json!({
@@ -280,6 +299,23 @@ mod tests {
 
     fn wall() -> jiff::Timestamp {
         "2026-11-22T06:00:00Z".parse().unwrap()
+    }
+
+    /// Recovery of `ports` with `refs` by a cluster of `tags` in `project` (defaults otherwise).
+    fn recover_as(
+        refs: Vec<InUseRef>,
+        ports: &[Port],
+        tags: &TagPolicy,
+        project: Option<&str>,
+    ) -> (PoolState, RecoveryReport) {
+        PoolState::recover(
+            PoolConfig::default(),
+            refs,
+            ports,
+            Ownership::new(tags, project),
+            (Instant::now(), wall()),
+            Duration::from_secs(600),
+        )
     }
 
     #[test]
@@ -329,7 +365,7 @@ mod tests {
             cfg,
             refs,
             &ports,
-            &tags(),
+            Ownership::new(&tags(), Some("proj")),
             (now, wall()),
             Duration::from_secs(600),
         );
@@ -389,9 +425,26 @@ mod tests {
         let key = PoolKey::new("w0", "proj", "net");
         assert!(st.adopt("pooled", key, SgSet::default(), PortState::Available));
         let kps: HashSet<String> = ["kp".to_string()].into();
-        let found = orphans(&kps, &st, &ports, &tags(), wall(), Duration::from_secs(600));
+        let found = orphans(
+            &kps,
+            &st,
+            &ports,
+            Ownership::new(&tags(), Some("proj")),
+            wall(),
+            Duration::from_secs(600),
+        );
         assert_eq!(found, vec!["orphan"]);
-        assert!(orphans(&kps, &st, &ports, &TagPolicy::default(), wall(), Duration::ZERO).is_empty());
+        assert!(
+            orphans(
+                &kps,
+                &st,
+                &ports,
+                Ownership::new(&TagPolicy::default(), None),
+                wall(),
+                Duration::ZERO
+            )
+            .is_empty()
+        );
         let _ = now;
     }
 
@@ -416,7 +469,7 @@ mod tests {
             PoolConfig::default(),
             Vec::new(),
             &ports,
-            &tags(),
+            Ownership::new(&tags(), Some("proj")),
             (now, wall()),
             Duration::from_secs(60),
         );
@@ -437,7 +490,7 @@ mod tests {
             PoolConfig::default(),
             Vec::new(),
             &ports[..1],
-            &tags(),
+            Ownership::new(&tags(), Some("proj")),
             (now, wall()),
             Duration::from_secs(60),
         );
@@ -499,5 +552,72 @@ mod tests {
             Decision::Take(t) => assert_eq!(t.port_id, "bound"),
             d => panic!("{d:?}"),
         }
+    }
+
+    #[test]
+    fn referenced_ports_that_are_not_ours_are_refused() {
+        // Another cluster's pooled port on a node named like ours, referenced by a forged or
+        // stale KuryrPort; a user's untagged port; an upstream port (untagged, compute:kuryr).
+        let mut theirs = port("theirs", "w0", "ovs", "DOWN", "2026-11-22T05:00:00Z");
+        theirs.tags = vec!["kuryr-cluster=other".into()];
+        let mut user = port("user", "w0", "ovs", "DOWN", "2026-11-22T05:00:00Z");
+        user.tags.clear();
+        user.device_owner = String::new();
+        let mut upstream = port("upstream", "w0", "ovs", "ACTIVE", "2026-11-22T05:00:00Z");
+        upstream.tags.clear();
+        let mut elsewhere = port("elsewhere", "w0", "ovs", "ACTIVE", "2026-11-22T05:00:00Z");
+        elsewhere.project_id = "other-proj".into();
+        let ports = vec![theirs, user, upstream, elsewhere];
+        let r = |id: &str, pod: &str| InUseRef {
+            port_id: id.into(),
+            pod: PodKey::new("ns", pod),
+            host: "w0".into(),
+        };
+        let refs = vec![
+            r("theirs", "a"),
+            r("user", "b"),
+            r("upstream", "c"),
+            r("elsewhere", "d"),
+        ];
+        let (st, rep) = recover_as(refs, &ports, &tags(), Some("proj"));
+        st.check_invariants().unwrap();
+        assert_eq!(rep.in_use, vec!["upstream"]);
+        assert_eq!(rep.adopted_untagged, vec!["upstream"]);
+        let refused: Vec<(&str, Refusal)> = rep
+            .refused
+            .iter()
+            .map(|(r, w)| (r.port_id.as_str(), *w))
+            .collect();
+        assert_eq!(
+            refused,
+            vec![
+                ("theirs", Refusal::Foreign),
+                ("user", Refusal::NotKuryrOwner),
+                ("elsewhere", Refusal::OtherProject)
+            ]
+        );
+        for id in ["theirs", "user", "elsewhere"] {
+            assert!(st.port(id).is_none(), "{id} must not be in any pool");
+        }
+        assert!(rep.to_delete.is_empty());
+    }
+
+    #[test]
+    fn without_an_identity_nothing_is_pooled_or_deleted() {
+        // The data-loss defect of 9972c9b: with no tag configured every compute:kuryr port of
+        // the project was "ours" — another cluster's pooled ports were adopted, unbound ones
+        // deleted.
+        let mut bound = port("bound", "w0", "ovs", "DOWN", "2026-11-22T05:00:00Z");
+        bound.tags = vec!["kuryr-cluster=other".into()];
+        let mut unbound = port("unbound", "", "unbound", "DOWN", "2026-11-22T05:00:00Z");
+        unbound.tags.clear();
+        let ports = vec![bound, unbound];
+        let none = TagPolicy::default();
+        let (st, rep) = recover_as(Vec::new(), &ports, &none, None);
+        assert!(rep.available.is_empty() && rep.cooling.is_empty() && rep.to_delete.is_empty());
+        assert!(st.port("bound").is_none() && st.port("unbound").is_none());
+        // With our identity the other cluster's ports are still not ours, in or out of project.
+        let (_, rep) = recover_as(Vec::new(), &ports, &tags(), None);
+        assert!(rep.available.is_empty() && rep.cooling.is_empty() && rep.to_delete.is_empty());
     }
 }

@@ -113,17 +113,6 @@ impl Bindings for FakeBindings {
         })
     }
 
-    fn remove_ifname<'a>(
-        &'a self,
-        _netns: &'a Path,
-        ifname: &'a str,
-    ) -> BoxFuture<'a, Result<(), BindingError>> {
-        Box::pin(async move {
-            lock(&self.calls).push(("remove_ifname", ifname.to_owned(), String::new()));
-            Ok(())
-        })
-    }
-
     fn ovn_installed(&self) -> Option<Arc<OvnInstalledWatch>> {
         None
     }

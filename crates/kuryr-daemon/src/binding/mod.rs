@@ -73,12 +73,6 @@ pub trait Bindings: Send + Sync {
     fn for_kind(&self, kind: &VifKind) -> Result<&dyn Binder, BindingError>;
     /// STATUS: the datapath answers and, when given, `bridge` exists (the reason when not).
     fn datapath_ready<'a>(&'a self, bridge: Option<&'a str>) -> BoxFuture<'a, Result<(), String>>;
-    /// DEL of a container nothing was recorded for: removes `ifname` from its namespace.
-    fn remove_ifname<'a>(
-        &'a self,
-        netns: &'a Path,
-        ifname: &'a str,
-    ) -> BoxFuture<'a, Result<(), BindingError>>;
     /// OVN's local `ovn-installed` flags, when the datapath has them (ends ADD's activation
     /// wait before Neutron does).
     fn ovn_installed(&self) -> Option<Arc<OvnInstalledWatch>>;
@@ -192,14 +186,6 @@ impl Bindings for NodeBindings {
                 )),
             }
         })
-    }
-
-    fn remove_ifname<'a>(
-        &'a self,
-        netns: &'a Path,
-        ifname: &'a str,
-    ) -> BoxFuture<'a, Result<(), BindingError>> {
-        Box::pin(async move { ovs::remove_ifname(netns, ifname).await.map_err(Into::into) })
     }
 
     fn ovn_installed(&self) -> Option<Arc<OvnInstalledWatch>> {

@@ -96,13 +96,24 @@ impl OvsBinding {
     /// Unplugs the host end and deletes the veth pair (which removes the pod end too). When the
     /// host end is already gone, the pod end is removed from `netns` if that still exists.
     pub async fn disconnect(&self, spec: &WireSpec, netns: &Path) -> Result<(), OvsBindingError> {
-        self.ovsdb
-            .del_port(&spec.host_dev)
+        let removal = self
+            .ovsdb
+            .del_port(&spec.host_dev, &spec.port_id)
             .await
             .map_err(OvsBindingError::Ovsdb)?;
+        // A switch port of that name wired for another Neutron port: neither it nor its device
+        // is ours to delete; only the pod end, in the pod's namespace, is.
+        let host_end_ours = match removal {
+            crate::ovsdb::Removal::NotOurs(found) => {
+                tracing::warn!(host_dev = %spec.host_dev, port = %spec.port_id, their_iface_id = %found,
+                    "the OVS port of this name is another port's: left alone");
+                false
+            }
+            _ => true,
+        };
         let s = spec.clone();
         let path = netns.to_owned();
-        netns::on_thread(move || async move { unwire_links(&s, &path).await }).await?
+        netns::on_thread(move || async move { unwire_links(&s, &path, host_end_ours).await }).await?
     }
 
     /// Verifies host end, bridge port, external IDs and the pod end (MAC, MTU, addresses).
@@ -174,15 +185,21 @@ async fn wire_links(spec: &WireSpec, netns_path: &Path, netdev: bool) -> Result<
     Ok(())
 }
 
-async fn unwire_links(spec: &WireSpec, netns_path: &Path) -> Result<(), OvsBindingError> {
-    let nl = Netlink::connect().map_err(OvsBindingError::Netlink)?;
-    let existed = nl
-        .delete_link(&spec.host_dev)
-        .await
-        .map_err(OvsBindingError::Netlink)?;
-    drop(nl);
-    if existed {
-        return Ok(());
+async fn unwire_links(
+    spec: &WireSpec,
+    netns_path: &Path,
+    host_end_ours: bool,
+) -> Result<(), OvsBindingError> {
+    if host_end_ours {
+        let nl = Netlink::connect().map_err(OvsBindingError::Netlink)?;
+        let existed = nl
+            .delete_link(&spec.host_dev)
+            .await
+            .map_err(OvsBindingError::Netlink)?;
+        drop(nl);
+        if existed {
+            return Ok(());
+        }
     }
     let Ok(pod_ns) = netns::open(netns_path) else {
         // The sandbox is gone, and with it the pod end.
@@ -214,20 +231,4 @@ async fn check_links(spec: &WireSpec, netns_path: &Path) -> Result<CheckReport, 
             .map_err(OvsBindingError::Netlink)?,
     );
     Ok(report)
-}
-
-/// Removes `ifname` from the namespace at `netns` (DEL of a container nothing was recorded
-/// for), on a thread bound to that namespace.
-pub async fn remove_ifname(netns: &Path, ifname: &str) -> Result<(), OvsBindingError> {
-    let path = netns.to_owned();
-    let ifname = ifname.to_owned();
-    netns::on_thread(move || async move {
-        let ns = netns::open(&path)?;
-        netns::enter(&ns, &path)?;
-        let nl = Netlink::connect().map_err(OvsBindingError::Netlink)?;
-        nl.delete_link(&ifname).await.map_err(OvsBindingError::Netlink)?;
-        Ok::<(), OvsBindingError>(())
-    })
-    .await
-    .map_err(OvsBindingError::from)?
 }

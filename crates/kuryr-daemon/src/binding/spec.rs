@@ -1,5 +1,10 @@
 //! What to wire for one VIF, computed from the os-vif VIF and the CNI request with no I/O:
 //! device names, MAC, MTU, addresses, routes, bridge and the OVS external IDs.
+//!
+//! Names the daemon creates or deletes on the host never come from a KuryrPort's text: the host
+//! device is `tap` + the port ID (checked to be an ID, not a name), the bridge is the configured
+//! `[neutron_defaults] ovs_bridge` (a VIF naming another is refused). A KuryrPort whose VIF said
+//! `vif_name: eth0` used to make the daemon delete the host's `eth0` on a name clash.
 
 use std::net::IpAddr;
 
@@ -41,6 +46,26 @@ pub enum SpecError {
     /// A `VIFVlanNested` without a VLAN ID from 1 to 4094.
     #[error("VIFVlanNested VLAN ID {0:?} is missing or out of 1..=4094")]
     BadVlan(Option<i64>),
+    /// The port ID is not an ID (letters, digits, `-`, `_`; at most 64).
+    #[error("VIF port id {0:?} is not a Neutron port ID")]
+    BadPortId(String),
+    /// The VIF names a bridge other than the configured one.
+    #[error("VIF names bridge {vif:?}, not [neutron_defaults] ovs_bridge = {configured:?}: refused")]
+    OtherBridge {
+        /// The VIF's bridge.
+        vif: String,
+        /// The configured bridge.
+        configured: String,
+    },
+}
+
+/// Whether `id` can be a Neutron port ID: the host device name is made of it.
+pub fn valid_port_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// A route to install in the pod namespace.
@@ -182,24 +207,34 @@ pub fn wire_spec(vif: &Vif, cx: SpecContext<'_>) -> Result<WireSpec, SpecError> 
         })
         .filter(|s| !s.is_empty())
         .ok_or(SpecError::MissingPortId)?;
+    if !valid_port_id(&port_id) {
+        return Err(SpecError::BadPortId(port_id));
+    }
     let mac_s = vif.address.clone().unwrap_or_default();
     let mac = parse_mac(&mac_s).ok_or(SpecError::BadMac(mac_s))?;
     let network = vif.network.as_ref();
     let bridge = if nested {
         String::new()
     } else {
-        network
+        let named = network
             .and_then(|n| n.bridge.clone())
             .or_else(|| vif.bridge_name.clone())
-            .filter(|b| !b.is_empty())
-            .or_else(|| cx.default_bridge.filter(|b| !b.is_empty()).map(str::to_owned))
-            .ok_or(SpecError::MissingBridge)?
+            .filter(|b| !b.is_empty());
+        match (cx.default_bridge.filter(|b| !b.is_empty()), named) {
+            (Some(conf), Some(vif)) if vif != conf => {
+                return Err(SpecError::OtherBridge {
+                    vif,
+                    configured: conf.to_owned(),
+                });
+            }
+            (Some(conf), _) => conf.to_owned(),
+            (None, Some(vif)) if valid_ifname(&vif) => vif,
+            (None, _) => return Err(SpecError::MissingBridge),
+        }
     };
-    let host_dev = vif
-        .vif_name
-        .clone()
-        .filter(|n| valid_ifname(n))
-        .unwrap_or_else(|| host_dev_name(&port_id));
+    // Always from the port ID: upstream's `vif_name` is the same name, and any other is text of
+    // a CR the daemon must not take as a host device to create or delete.
+    let host_dev = host_dev_name(&port_id);
 
     let mut addresses = Vec::new();
     let mut routes = Vec::new();
@@ -414,5 +449,42 @@ mod tests {
         let mut v = vif();
         v.id = None;
         assert_eq!(wire_spec(&v, cx(true)), Err(SpecError::MissingPortId));
+    }
+
+    #[test]
+    fn host_names_never_come_from_the_crs_text() {
+        // A VIF naming a host link as its device: the name is the port's all the same.
+        let mut v = vif();
+        v.vif_name = Some("eth0".into());
+        assert_eq!(wire_spec(&v, cx(true)).unwrap().host_dev, "tap3e5f2a1b-7c");
+        // A port ID that is not an ID (it would become part of a device name).
+        for id in ["../x", "a b", "eth0:1", &"a".repeat(65)] {
+            let mut v = vif();
+            v.id = Some(id.to_string());
+            assert_eq!(
+                wire_spec(&v, cx(true)),
+                Err(SpecError::BadPortId(id.to_string())),
+                "{id}"
+            );
+        }
+        // A bridge other than the configured one is refused, the configured one is used.
+        let conf = SpecContext {
+            default_bridge: Some("br-int"),
+            ..cx(true)
+        };
+        let mut v = vif();
+        v.network.as_mut().unwrap().bridge = Some("br-ex".into());
+        assert_eq!(
+            wire_spec(&v, conf),
+            Err(SpecError::OtherBridge {
+                vif: "br-ex".into(),
+                configured: "br-int".into()
+            })
+        );
+        assert_eq!(wire_spec(&vif(), conf).unwrap().bridge, "br-int");
+        // Without a configured bridge the VIF's must at least be a device name.
+        let mut v = vif();
+        v.network.as_mut().unwrap().bridge = Some("br/../x".into());
+        assert_eq!(wire_spec(&v, cx(true)), Err(SpecError::MissingBridge));
     }
 }

@@ -58,14 +58,11 @@ impl Daemon {
                 return Ok(());
             }
         }
-        // Nothing recorded: at most remove CNI_IFNAME from the container's own namespace.
-        if !call.netns.as_os_str().is_empty() && call.netns.exists() {
-            self.bindings
-                .remove_ifname(&call.netns, &call.ifname)
-                .await
-                .map_err(OpError::binding(&call.container_id, &call.ifname))?;
-        }
-        debug!(pod = %key, container = %call.container_id, "DEL of an unknown container");
+        // Nothing recorded: this daemon never wired the container, so nothing of it is ours to
+        // remove. (It used to delete the link CNI_IFNAME in CNI_NETNS: a DEL naming the node's
+        // own namespace then deleted a host link.) An ADD cut before its record was written
+        // left at most links inside the container's namespace, which go with it.
+        debug!(pod = %key, container = %call.container_id, "DEL of a container this daemon never wired: nothing to do");
         Ok(())
     }
 }

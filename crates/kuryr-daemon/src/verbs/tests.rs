@@ -226,14 +226,20 @@ async fn del_unwires_what_was_recorded_and_is_idempotent() {
     f.daemon.del(&f.call("c1")).await.expect("DEL");
     assert_eq!(ops(&f), ["connect", "disconnect"]);
     assert!(f.daemon.state.get("c1").is_none());
-    // Again: nothing recorded, no other container of the pod: at most CNI_IFNAME is removed.
+    // Again: nothing recorded, no other container of the pod: nothing is touched (the daemon
+    // never deletes what it did not wire, whatever CNI_NETNS and CNI_IFNAME name).
     f.daemon.del(&f.call("c1")).await.expect("second DEL");
-    assert_eq!(ops(&f), ["connect", "disconnect", "remove_ifname"]);
+    assert_eq!(ops(&f), ["connect", "disconnect"]);
+    let mut host = f.call("never-seen");
+    host.netns = "/proc/1/ns/net".into();
+    host.ifname = "lo".into();
+    f.daemon.del(&host).await.expect("DEL of a container never wired");
+    assert_eq!(ops(&f), ["connect", "disconnect"]);
     // A DEL without a namespace (already gone) does nothing at all.
     let mut gone = f.call("c1");
     gone.netns = "".into();
     f.daemon.del(&gone).await.expect("DEL without netns");
-    assert_eq!(ops(&f).len(), 3);
+    assert_eq!(ops(&f).len(), 2);
 }
 
 #[tokio::test]

@@ -151,7 +151,7 @@ pub async fn run(
                 source,
             })?,
         );
-        let tags = crate::access::tags(&config, cluster_tag)?;
+        let tags = crate::access::tags(&config, cluster_tag, client).await?;
         let tagged = if tags.is_empty() {
             Vec::new()
         } else {

@@ -54,17 +54,10 @@ pub async fn run(cli: &Cli, out: &mut dyn Write) -> Result<u8, Error> {
             no_neutron,
         } => policies::run(cli, &client, cluster_tag.as_deref(), *no_neutron, out).await,
         Command::Status => {
-            let handlers = if cli.config_file.is_empty() {
-                None
-            } else {
-                Some(
-                    crate::access::config(&cli.config_file)?
-                        .kubernetes
-                        .enabled_handlers
-                        .clone(),
-                )
-            };
-            status::run(&client, handlers.as_deref(), cli.output, out).await
+            let config = crate::access::config(&cli.config_file)?;
+            let handlers = (!cli.config_file.is_empty()).then(|| config.kubernetes.enabled_handlers.clone());
+            let identity = crate::access::identity(&config, &client).await;
+            status::run(&client, handlers.as_deref(), identity, cli.output, out).await
         }
     }
 }

@@ -222,7 +222,7 @@ pub async fn run(
     if !no_neutron {
         let config = crate::access::config(&cli.config_file)?;
         let neutron = crate::access::neutron(&config).await?;
-        let tags = crate::access::tags(&config, cluster_tag)?;
+        let tags = crate::access::tags(&config, cluster_tag, client).await?;
         let nerr = |what| move |source| Error::Neutron { what, source };
         let mut ids: BTreeSet<String> = rows.iter().filter_map(|r| r.security_group.clone()).collect();
         let tagged: Vec<(String, String)> = if tags.is_empty() {

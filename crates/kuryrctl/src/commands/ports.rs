@@ -22,7 +22,7 @@ pub(super) async fn load(
     client: &Client,
     cluster_tag: Option<&str>,
 ) -> Result<(Vec<Port>, std::collections::HashMap<String, String>, Vec<String>), Error> {
-    let tags = crate::access::tags(config, cluster_tag)?;
+    let tags = crate::access::tags(config, cluster_tag, client).await?;
     if tags.is_empty() {
         return Err(Error::NoTags);
     }

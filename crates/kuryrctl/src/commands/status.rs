@@ -1,6 +1,7 @@
 //! `kuryrctl status`: upgrade checks (upstream's `kuryr-k8s-status upgrade check`): the CRDs
 //! are installed, no pod still uses the legacy VIF annotation, every KuryrPort has its pod, and
-//! no object carries an upstream finalizer that no kuryr-rs handler removes yet.
+//! no object carries an upstream finalizer that no kuryr-rs handler removes yet; and the
+//! cluster's identity on OpenStack (configured tags, or derived from `kube-system`).
 //! Exit code: the worst result (0 success, 1 warning, 2 failure).
 
 use std::{collections::BTreeSet, io::Write};
@@ -23,6 +24,7 @@ use crate::{Error, classify, cli::Output, output};
 pub async fn run(
     client: &Client,
     enabled_handlers: Option<&[String]>,
+    identity: Result<kuryr_runtime::identity::Identity, Error>,
     format: Output,
     out: &mut dyn Write,
 ) -> Result<u8, Error> {
@@ -42,7 +44,10 @@ pub async fn run(
         .iter()
         .map(|(_, c)| c.name_any())
         .collect();
-    let mut checks = vec![classify::check_crds(&expected, &present)];
+    let mut checks = vec![
+        check_identity(identity),
+        classify::check_crds(&expected, &present),
+    ];
     let pods: Vec<Pod> = list(client, None, None, "pods").await?;
     checks.push(classify::check_legacy_annotations(&pods));
     if present.contains("kuryrports.openstack.org") {
@@ -62,6 +67,22 @@ pub async fn run(
     extra.insert("result".into(), json!(worst));
     output::print(out, format, &checks, extra)?;
     Ok(worst.code())
+}
+
+/// The cluster's identity on OpenStack: the tags that prove a resource is this cluster's.
+fn check_identity(identity: Result<kuryr_runtime::identity::Identity, Error>) -> classify::Check {
+    match identity {
+        Ok(id) => classify::Check {
+            check: "Cluster identity",
+            result: classify::Outcome::Success,
+            details: format!("{} ({})", id.tags().join(","), id.source()),
+        },
+        Err(e) => classify::Check {
+            check: "Cluster identity",
+            result: classify::Outcome::Failure,
+            details: kuryr_runtime::error_chain(&e),
+        },
+    }
 }
 
 /// Services, NetworkPolicies and (when their CRDs exist) KuryrLoadBalancers and

@@ -140,12 +140,17 @@ pub async fn pass(
     klbs: &KlbIndex,
     metrics: &Metrics,
 ) -> Result<PassReport, kuryr_openstack::Error> {
-    let lbs = octavia
+    if tags.is_empty() {
+        return Ok(PassReport::default());
+    }
+    let mut lbs = octavia
         .list_load_balancers(&LbFilter {
             tags: tags.to_vec(),
             ..LbFilter::default()
         })
         .await?;
+    // The server filtered by tags; checked again here, since a deletion rests on it.
+    lbs.retain(|lb| tags.iter().all(|t| lb.tags.contains(t)));
     metrics.record_load_balancers(lbs.iter().map(|l| l.provisioning_status.as_str()));
     let not_active = lbs
         .iter()

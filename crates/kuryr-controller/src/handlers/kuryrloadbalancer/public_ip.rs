@@ -61,9 +61,15 @@ pub enum FipStep {
     Warn(String),
 }
 
-/// Whether kuryr allocated `f`: upstream's description, or every tag kuryr puts on objects.
+/// Whether this cluster's kuryr allocated `f`: every tag of our identity, or no tag at all and
+/// upstream's description (upstream Kuryr's, switched over). Another cluster's floating IP,
+/// which has the same description, is never ours.
 pub fn allocated_by_kuryr(f: &FloatingIp, tags: &[String]) -> bool {
-    f.description == FIP_DESCRIPTION || (!tags.is_empty() && tags.iter().all(|t| f.tags.contains(t)))
+    match kuryr_core::ownership::claim_of(tags, &f.tags) {
+        kuryr_core::ownership::Claim::Ours => true,
+        kuryr_core::ownership::Claim::Untagged => f.description == FIP_DESCRIPTION,
+        kuryr_core::ownership::Claim::Foreign => false,
+    }
 }
 
 fn info(f: &FloatingIp, method: &str) -> ServicePubIpInfo {
@@ -110,7 +116,8 @@ pub fn next(
         && !recorded_still_wanted(want, r)
     {
         if let Some(f) = recorded(obs, r) {
-            if r.alloc_method != ALLOC_USER {
+            // Deleted only when Neutron shows it ours: the CR's `alloc_method` alone is text.
+            if r.alloc_method != ALLOC_USER && allocated_by_kuryr(f, tags) {
                 return Some(FipStep::Delete(f.id.clone()));
             }
             if f.port_id.is_some() && f.port_id.as_deref() == vip_port {

@@ -96,7 +96,7 @@ impl Janitor {
                 }
             }
             if res.is_ok() {
-                res = ops::teardown(neutron, None, None, &n.id).await;
+                res = ops::teardown(neutron, None, None, &n.id, &s.tags).await;
             }
             match res {
                 Ok(()) => {
@@ -122,6 +122,10 @@ impl Janitor {
     ) {
         if s.tags.is_empty() || interval.is_zero() {
             return std::future::pending().await;
+        }
+        // Before the KuryrNetworks are listed every network of ours looks orphaned.
+        if kns.wait_until_ready().await.is_err() {
+            return;
         }
         loop {
             tokio::time::sleep(interval).await;

@@ -5,7 +5,7 @@
 
 use kuryr_openstack::{Error, NetworkCreate, Neutron, PortFilter, ResourceFilter, SubnetCreate};
 use kuryr_openstack::{Network, Subnet};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::plan;
 
@@ -159,13 +159,34 @@ pub async fn teardown_interface(
     }
 }
 
+/// Whose network `id` is for a cluster whose identity is `tags`: `None` when it is gone.
+pub async fn network_claim(
+    neutron: &dyn Neutron,
+    tags: &[String],
+    id: &str,
+) -> Result<Option<kuryr_core::ownership::Claim>, Error> {
+    let found = neutron
+        .list_networks(&ResourceFilter {
+            ids: vec![id.to_owned()],
+            ..Default::default()
+        })
+        .await?;
+    Ok(found
+        .iter()
+        .find(|n| n.id == id)
+        .map(|n| kuryr_core::ownership::claim_of(tags, &n.tags)))
+}
+
 /// Detaches the subnet (gone is fine) and deletes the network. A network still holding
-/// leftover pod ports (409) gets them deleted and is deleted again, as upstream.
+/// leftover pod ports (409) gets those that are ours deleted ([`plan::is_deletable_leftover`])
+/// and is deleted again, as upstream; a port that is not ours keeps the network (the conflict
+/// is returned, the log names the ports).
 pub async fn teardown(
     neutron: &dyn Neutron,
     router_id: Option<&str>,
     subnet_id: Option<&str>,
     network_id: &str,
+    tags: &[String],
 ) -> Result<(), Error> {
     if let Some(sub) = subnet_id {
         teardown_interface(neutron, router_id, sub).await?;
@@ -179,12 +200,17 @@ pub async fn teardown(
                     ..Default::default()
                 })
                 .await?;
-            for p in ports
+            let (ours, theirs): (Vec<_>, Vec<_>) = ports
                 .iter()
-                .filter(|p| plan::is_deletable_leftover(&p.device_owner))
-            {
+                .filter(|p| !p.device_owner.starts_with("network:"))
+                .partition(|p| plan::is_deletable_leftover(p, tags));
+            for p in ours {
                 info!(network = %network_id, port = %p.id, owner = %p.device_owner, "deleting leftover port");
                 neutron.delete_port(&p.id).await?;
+            }
+            if !theirs.is_empty() {
+                let ids: Vec<&str> = theirs.iter().map(|p| p.id.as_str()).collect();
+                warn!(network = %network_id, ports = ?ids, "ports that are not this cluster's keep the network: they are left alone");
             }
             neutron.delete_network(network_id).await
         }
@@ -262,7 +288,7 @@ mod tests {
         }])
         .await
         .unwrap();
-        teardown(&n, Some("router"), Some(&sub.id), &net.id)
+        teardown(&n, Some("router"), Some(&sub.id), &net.id, &s.tags)
             .await
             .unwrap();
         assert!(n.router_interfaces().is_empty());
@@ -270,7 +296,7 @@ mod tests {
         assert!(n.subnets().iter().all(|x| x.id != sub.id));
         assert!(n.ports().is_empty());
         // Tearing down again is harmless.
-        teardown(&n, Some("router"), Some(&sub.id), &net.id)
+        teardown(&n, Some("router"), Some(&sub.id), &net.id, &s.tags)
             .await
             .unwrap();
     }

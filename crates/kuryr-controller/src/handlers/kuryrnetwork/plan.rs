@@ -3,6 +3,7 @@
 
 use crate::handlers::scaffold::{self, Then};
 use kube::ResourceExt;
+use kuryr_core::ownership::{Claim, claim_of, is_kuryr_owner};
 use kuryr_types::{KuryrNetwork, constants::KURYRNETWORK_FINALIZER};
 use serde_json::{Value, json};
 
@@ -161,13 +162,13 @@ pub fn finalizers_without_ours(kn: &KuryrNetwork) -> Vec<String> {
         .collect()
 }
 
-/// `device_owner`s of leftover ports that block a network's deletion and may be deleted with
-/// it (upstream: unbound, trunk subports, kuryr pod ports).
-pub fn is_deletable_leftover(device_owner: &str) -> bool {
-    matches!(
-        device_owner,
-        "" | "trunk:subport" | kuryr_types::constants::DEVICE_OWNER
-    )
+/// A leftover port that blocks a network's deletion and may be deleted with it: one with a
+/// device owner of kuryr's (pod ports, trunk subports) that is ours by `tags` or untagged
+/// (upstream's). Upstream also deleted ports with an empty device owner — what ports users
+/// make usually have: such a port, or one with another cluster's tags, blocks the deletion
+/// instead (the finalizer retries and the log names it).
+pub fn is_deletable_leftover(p: &kuryr_openstack::Port, tags: &[String]) -> bool {
+    is_kuryr_owner(&p.device_owner) && claim_of(tags, &p.tags) != Claim::Foreign
 }
 
 #[cfg(test)]
@@ -256,9 +257,26 @@ mod tests {
         assert!(!is_namespace_network_name("ns/kn-net", "kn"));
         assert_eq!(description(&["a".into(), "b".into()]).as_deref(), Some("a,b"));
         assert_eq!(description(&[]), None);
-        assert!(is_deletable_leftover("compute:kuryr"));
-        assert!(is_deletable_leftover(""));
-        assert!(!is_deletable_leftover("network:router_interface"));
+        let ours = ["kuryr-cluster=a".to_string()];
+        let port = |owner: &str, tags: &[&str]| kuryr_openstack::Port {
+            device_owner: owner.into(),
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+            ..Default::default()
+        };
+        assert!(is_deletable_leftover(
+            &port("compute:kuryr", &["kuryr-cluster=a"]),
+            &ours
+        ));
+        assert!(is_deletable_leftover(&port("trunk:subport", &[]), &ours));
+        assert!(!is_deletable_leftover(
+            &port("compute:kuryr", &["kuryr-cluster=b"]),
+            &ours
+        ));
+        assert!(!is_deletable_leftover(&port("", &[]), &ours));
+        assert!(!is_deletable_leftover(
+            &port("network:router_interface", &[]),
+            &ours
+        ));
     }
 
     #[test]

@@ -261,6 +261,7 @@ mod tests {
             mode: crate::pool::PoolMode::Noop,
             pool: Default::default(),
             tags: kuryr_core::config::TagPolicy::new(vec![], None).expect("tags"),
+            project: None,
             ovs_bridge: None,
             janitor_interval: Duration::ZERO,
             janitor_min_age: Duration::ZERO,

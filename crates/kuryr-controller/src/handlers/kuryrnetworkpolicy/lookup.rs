@@ -1,10 +1,12 @@
 //! Finding a policy's groups in Neutron: the policy's own (recorded, else by upstream's name)
 //! and its port variants' (recorded, else by name; recorded ones the spec no longer wants are
-//! reported stale), and the names both go by.
+//! reported stale), and the names both go by. A recorded group with another cluster's tags is
+//! never used, a group found by name only when its tags prove it ours.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use kube::ResourceExt;
+use kuryr_core::ownership::{Claim, claim_of};
 use kuryr_openstack::SecurityGroupFilter;
 use kuryr_types::KuryrNetworkPolicy;
 
@@ -49,14 +51,17 @@ impl KnpHandler {
                 ids: vec![id.clone()],
                 ..Default::default()
             };
-            if !self
+            let found = self
                 .neutron
                 .list_security_groups(&f)
                 .await
-                .map_err(nerr("reading the security group"))?
-                .is_empty()
-            {
-                return Ok(Some(id));
+                .map_err(nerr("reading the security group"))?;
+            match found.iter().find(|g| g.id == id) {
+                Some(g) if self.recorded_usable(g) => return Ok(Some(id)),
+                Some(g) => {
+                    tracing::warn!(policy = %key, group = %g.id, "KuryrNetworkPolicy names a security group that is not this cluster's: not used");
+                }
+                None => {}
             }
         }
         let f = SecurityGroupFilter {
@@ -69,7 +74,20 @@ impl KnpHandler {
             .list_security_groups(&f)
             .await
             .map_err(nerr("looking for the security group"))?;
-        Ok(found.into_iter().next().map(|g| g.id))
+        Ok(found.into_iter().find(|g| self.named_ours(g)).map(|g| g.id))
+    }
+
+    /// A group a KuryrNetworkPolicy's status names may be used (its rules rewritten, deleted
+    /// with the policy): ours, or untagged (upstream's, switched over); never another cluster's.
+    fn recorded_usable(&self, g: &kuryr_openstack::SecurityGroup) -> bool {
+        claim_of(&self.settings.tags, &g.tags) != Claim::Foreign
+    }
+
+    /// A group found by name only (a creation whose record was lost) is taken only when its
+    /// tags prove it ours: another cluster's policy of the same name in the project has a group
+    /// of the same name.
+    fn named_ours(&self, g: &kuryr_openstack::SecurityGroup) -> bool {
+        claim_of(&self.settings.tags, &g.tags) == Claim::Ours
     }
 }
 
@@ -104,6 +122,7 @@ impl KnpHandler {
                 .await
                 .map_err(nerr("reading the port variant groups"))?
                 .into_iter()
+                .filter(|g| self.recorded_usable(g))
                 .map(|g| g.id)
                 .collect()
         };
@@ -131,7 +150,7 @@ impl KnpHandler {
                 .list_security_groups(&f)
                 .await
                 .map_err(nerr("looking for a port variant group"))?;
-            if let Some(g) = by_name.into_iter().next() {
+            if let Some(g) = by_name.into_iter().find(|g| self.named_ours(g)) {
                 found.insert(k.clone(), g.id);
             }
         }

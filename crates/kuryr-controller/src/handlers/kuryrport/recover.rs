@@ -42,9 +42,33 @@ pub(super) async fn recover(
         .recover(in_use_refs(&list.items))
         .await
         .map_err(RecoveryError::Pool)?;
-    // KuryrPorts whose port is gone (or taken by another KuryrPort): drop those VIFs, the
-    // reconcile gives the pods new ports.
-    for r in report.missing.iter().chain(report.conflicts.iter()) {
+    // A KuryrPort naming a port that is not ours (another cluster's, a user's): the port is
+    // left alone in Neutron, the pod is told and gets a port of ours.
+    for (r, why) in &report.refused {
+        warn!(pod = %r.pod, port = %r.port_id, reason = %why, "KuryrPort references a port that is not this cluster's: not used, not released");
+        let pod = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            namespace: Some(r.pod.namespace.clone()),
+            name: Some(r.pod.name.clone()),
+            ..Default::default()
+        };
+        let note = format!(
+            "KuryrPort names Neutron port {} but {why}: the pod gets a port of this cluster's",
+            r.port_id
+        );
+        ctx.events
+            .warning(&pod, "KuryrPortNotOurs", note, "Recover")
+            .await;
+    }
+    // KuryrPorts whose port is gone (or taken by another KuryrPort, or not ours): drop those
+    // VIFs, the reconcile gives the pods new ports.
+    for r in report
+        .missing
+        .iter()
+        .chain(report.conflicts.iter())
+        .chain(report.refused.iter().map(|(r, _)| r))
+    {
         let Some(kp) = list
             .items
             .iter()
@@ -55,7 +79,7 @@ pub(super) async fn recover(
         let Some(status) = &kp.status else { continue };
         for (ifname, entry) in &status.vifs {
             if entry.vif.id.as_deref() == Some(&r.port_id) {
-                warn!(pod = %r.pod, port = %r.port_id, "KuryrPort references a port that is gone or shared: dropping its VIF");
+                warn!(pod = %r.pod, port = %r.port_id, "KuryrPort references a port that is gone, shared or not ours: dropping its VIF");
                 let api: Api<KuryrPort> = Api::namespaced(ctx.client.clone(), &r.pod.namespace);
                 let patch = json!({"status": {"vifs": {ifname.clone(): null}}});
                 if let Err(e) = api

@@ -10,8 +10,8 @@ use std::{collections::BTreeSet, time::Duration, time::Instant};
 
 use super::PoolState;
 use crate::{
-    config::TagPolicy,
-    neutron::{DEVICE_OWNER, Port},
+    neutron::Port,
+    ownership::Ownership,
     pool::{
         PoolKey,
         recovery::{pool_key, younger_than},
@@ -45,15 +45,13 @@ impl PoolState {
     pub fn settle_look(
         &mut self,
         ports: &[Port],
-        tags: &TagPolicy,
+        owner: Ownership<'_>,
         settle: Duration,
         (now, wall_now): (Instant, jiff::Timestamp),
     ) -> (Vec<String>, Vec<String>) {
         let unknown: Vec<&Port> = ports
             .iter()
-            .filter(|p| {
-                p.device_owner == DEVICE_OWNER && tags.matches(&p.tags) && !self.ports.contains_key(&p.id)
-            })
+            .filter(|p| owner.owns_pool_port(p) && !self.ports.contains_key(&p.id))
             .collect();
         let mut keys: BTreeSet<PoolKey> = unknown.iter().map(|p| pool_key(p)).collect();
         keys.extend(
@@ -103,6 +101,7 @@ mod tests {
         config::PoolConfig,
         pool::{PodKey, PortState, SgSet},
     };
+    use crate::{config::TagPolicy, neutron::DEVICE_OWNER};
 
     fn port(id: &str, host: &str, vif_type: &str) -> Port {
         serde_json::from_value(serde_json::json!({
@@ -136,7 +135,14 @@ mod tests {
         old.updated_at = old.created_at.clone();
         // Recovery sees a bulk being bound: one port bound, one not yet.
         let at_recovery = vec![old.clone(), port("b1", "w0", "ovs"), port("b2", "w0", "unbound")];
-        let (mut st, rep) = PoolState::recover(cfg, Vec::new(), &at_recovery, &tags(), clocks(), SETTLE);
+        let (mut st, rep) = PoolState::recover(
+            cfg,
+            Vec::new(),
+            &at_recovery,
+            Ownership::new(&tags(), None),
+            clocks(),
+            SETTLE,
+        );
         assert_eq!(rep.deferred.len(), 2);
         let key = PoolKey::new("w0", "proj", "net");
         assert_eq!(st.pool_stats(&key).deferred, 2);
@@ -154,7 +160,7 @@ mod tests {
         assert!(st.confirm_deleted("old"));
 
         // Still binding: nothing settles.
-        let (d, a) = st.settle_look(&at_recovery[1..], &tags(), SETTLE, clocks());
+        let (d, a) = st.settle_look(&at_recovery[1..], Ownership::new(&tags(), None), SETTLE, clocks());
         assert!(d.is_empty() && a.is_empty());
         // Bound, and a third port of the bulk appeared: seen once, not settled yet.
         let done = vec![
@@ -162,11 +168,11 @@ mod tests {
             port("b2", "w0", "ovs"),
             port("b3", "w0", "ovs"),
         ];
-        let (d, a) = st.settle_look(&done, &tags(), SETTLE, clocks());
+        let (d, a) = st.settle_look(&done, Ownership::new(&tags(), None), SETTLE, clocks());
         assert!(d.is_empty() && a.is_empty());
         assert_eq!(st.pool_stats(&key).deferred, 3);
         // The same again: settled, back in the pool (cooling: updated 10 s ago).
-        let (d, mut a) = st.settle_look(&done, &tags(), SETTLE, clocks());
+        let (d, mut a) = st.settle_look(&done, Ownership::new(&tags(), None), SETTLE, clocks());
         a.sort();
         assert!(d.is_empty());
         assert_eq!(a, vec!["b1", "b2", "b3"]);
@@ -183,12 +189,12 @@ mod tests {
             PoolConfig::default(),
             Vec::new(),
             &at_recovery,
-            &tags(),
+            Ownership::new(&tags(), None),
             clocks(),
             SETTLE,
         );
         assert!(st.has_deferred());
-        let (d, a) = st.settle_look(&[], &tags(), SETTLE, clocks());
+        let (d, a) = st.settle_look(&[], Ownership::new(&tags(), None), SETTLE, clocks());
         assert!(d.is_empty() && a.is_empty());
         assert!(!st.has_deferred());
 
@@ -199,7 +205,7 @@ mod tests {
             .expect("population");
         let mine = vec![port("m1", "w1", "ovs"), port("m2", "w1", "ovs")];
         for _ in 0..3 {
-            let (d, a) = st.settle_look(&mine, &tags(), SETTLE, clocks());
+            let (d, a) = st.settle_look(&mine, Ownership::new(&tags(), None), SETTLE, clocks());
             assert!(d.is_empty() && a.is_empty());
         }
         assert_eq!(st.pool_stats(&key).deferred, 0);
@@ -218,14 +224,21 @@ mod tests {
             min: 1,
             ..PoolConfig::default()
         };
-        let (mut st, _) = PoolState::recover(cfg, Vec::new(), &[], &tags(), clocks(), SETTLE);
+        let (mut st, _) = PoolState::recover(
+            cfg,
+            Vec::new(),
+            &[],
+            Ownership::new(&tags(), None),
+            clocks(),
+            SETTLE,
+        );
         let key = PoolKey::new("vm-1", "proj", "net");
         let req = st
             .populate_now(&key, &SgSet::default(), 2, Instant::now())
             .expect("population");
         let in_flight = vec![port("n1", "", "unbound"), port("n2", "", "unbound")];
         for _ in 0..3 {
-            let (d, a) = st.settle_look(&in_flight, &tags(), SETTLE, clocks());
+            let (d, a) = st.settle_look(&in_flight, Ownership::new(&tags(), None), SETTLE, clocks());
             assert!(d.is_empty() && a.is_empty());
         }
         let unbound = PoolKey::new("", "proj", "net");
