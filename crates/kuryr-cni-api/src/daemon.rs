@@ -18,8 +18,10 @@ use serde_json::Value;
 
 use crate::error::{CniError, ErrorCode};
 
-/// Default daemon address (`[cni_daemon]bind_address`).
-pub const DEFAULT_DAEMON_ADDRESS: &str = "127.0.0.1:5036";
+/// Default daemon address (`[cni_daemon]bind_address`): a unix socket in a root-only
+/// directory, served to root only (kuryr-rs; upstream's default, `127.0.0.1:5036` over TCP,
+/// answered any local process).
+pub const DEFAULT_DAEMON_ADDRESS: &str = "unix:/run/kuryr/cni.sock";
 
 /// A CNI verb.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -122,7 +122,7 @@ mod tests {
         assert_eq!(s.address, Address::Unix("/run/k.sock".into()));
         assert_eq!(s.add_timeout, Duration::from_secs(5));
         let s = Settings::resolve(&NetConf::default());
-        assert_eq!(s.address, Address::Tcp("127.0.0.1:5036".into()));
+        assert_eq!(s.address, Address::Unix("/run/kuryr/cni.sock".into()));
         assert_eq!(s.add_timeout, Duration::from_secs(180));
     }
 }

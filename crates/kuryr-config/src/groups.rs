@@ -59,7 +59,8 @@ impl DefaultConf {
 /// `[cni_daemon]`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CniDaemonConf {
-    /// `bind_address` (`host:port`) of the daemon's HTTP server.
+    /// `bind_address` of the daemon's API: `unix:PATH` (default `unix:/run/kuryr/cni.sock`)
+    /// or upstream's `host:port`.
     pub bind_address: String,
     /// `worker_num`.
     pub worker_num: u32,
@@ -173,6 +174,8 @@ pub struct NeutronDefaultsConf {
     pub resource_tags: Vec<String>,
     /// `cluster_tag` (kuryr-rs): tag of this cluster's resources, added to `resource_tags`.
     pub cluster_tag: Option<String>,
+    /// `max_sg_rules_per_policy` (kuryr-rs): most rules one NetworkPolicy translates to (0: any).
+    pub max_sg_rules_per_policy: u32,
 }
 
 /// `[octavia_defaults]`.
@@ -444,6 +447,7 @@ impl Groups {
                 subnet_mapping: r.dict(nd, "subnet_mapping"),
                 resource_tags: r.list(nd, "resource_tags"),
                 cluster_tag: r.str_opt(nd, "cluster_tag").filter(|s| !s.is_empty()),
+                max_sg_rules_per_policy: uint(r, nd, "max_sg_rules_per_policy"),
             },
             octavia_defaults: OctaviaDefaultsConf {
                 member_mode: r.string("octavia_defaults", "member_mode"),

@@ -149,7 +149,7 @@ pub static OPTIONS: &[OptSpec] = &[
     opt("DEFAULT", "rate_limit_except_level", STR, Some("CRITICAL"), "Level not rate limited.").from(LOG),
     opt("DEFAULT", "fatal_deprecations", BOOL, Some("false"), "Make deprecations fatal.").from(LOG),
     // ---- [cni_daemon]
-    opt("cni_daemon", "bind_address", STR, Some("127.0.0.1:5036"), "Bind address of the CNI daemon HTTP server."),
+    opt("cni_daemon", "bind_address", STR, Some("unix:/run/kuryr/cni.sock"), "Address of the CNI daemon's API: unix:PATH (kuryr-rs's default: a root-only socket whose callers must be root) or host:port over TCP (upstream's default 127.0.0.1:5036, served to any local process: a start-up warning says so)."),
     opt("cni_daemon", "worker_num", OptKind::Int { min: Some(1), max: None }, Some("30"), "Maximum number of workers serving CNI requests."),
     opt("cni_daemon", "vif_annotation_timeout", UINT, Some("60"), "Seconds to wait for the KuryrPort VIFs (and their activation)."),
     opt("cni_daemon", "pyroute2_timeout", UINT, Some("10"), "Netlink operation timeout (s)."),
@@ -202,6 +202,7 @@ pub static OPTIONS: &[OptSpec] = &[
     opt("neutron_defaults", "lbaas_activation_timeout", UINT, Some("300"), "Seconds to wait for a load balancer to become ACTIVE."),
     opt("neutron_defaults", "subnet_mapping", DICT, Some(""), "driverType:subnet-ID mapping for additional networks."),
     opt("neutron_defaults", "resource_tags", LIST, Some(""), "Tags put on every OpenStack resource created."),
+    opt("neutron_defaults", "max_sg_rules_per_policy", UINT, Some("1000"), "Most security-group rules one NetworkPolicy may translate to (0: no bound). A policy over it gets a Warning Event and is not applied (its previous rules stay): never half-applied, never near etcd's object size limit.").from(RS),
     opt("neutron_defaults", "cluster_tag", STR, None, "Tag identifying this cluster's OpenStack resources, added to resource_tags on everything created; nothing without all of these tags is ever pooled or deleted. Unset with resource_tags unset: derived as kuryr-cluster=<UID of the kube-system Namespace>.").from(RS),
     // ---- [octavia_defaults]
     opt("octavia_defaults", "member_mode", STR, Some("L3"), "Load balancer member mode (L2, L3)."),

@@ -112,7 +112,8 @@ fn defaults_equal_upstream() {
     assert_eq!(c.vif_pool.ports_pool_max, 0);
     assert_eq!(c.vif_pool.ports_pool_batch, 10);
     assert_eq!(c.vif_pool.ports_pool_update_frequency, Duration::from_secs(20));
-    assert_eq!(c.cni_daemon.bind_address, "127.0.0.1:5036");
+    // kuryr-rs differs from upstream (127.0.0.1:5036 over TCP, open to any local process).
+    assert_eq!(c.cni_daemon.bind_address, "unix:/run/kuryr/cni.sock");
     assert_eq!(c.cni_daemon.worker_num, 30);
     assert_eq!(c.cni_daemon.vif_annotation_timeout, Duration::from_secs(60));
     assert_eq!(c.cni_daemon.cni_failures_count, 3);

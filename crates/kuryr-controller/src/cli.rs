@@ -291,6 +291,8 @@ pub async fn run(args: &Args, mut config: Config) -> Result<(), Error> {
         .await
         .map_err(Error::Identity)?;
     info!(tags = ?identity.tags(), source = identity.source(), "cluster identity");
+    // Watched from now on: at SIGTERM it tells an uninstall even when our token is gone.
+    let watched = workload.as_ref().map(|w| uninstall::watch(&client, w));
     let settings = pool::PoolSettings::from_config(&config).map_err(Error::PoolSettings)?;
     let watchers = watcher_count(&config);
     let metrics = Arc::new(metrics::Metrics::default());
@@ -383,7 +385,8 @@ pub async fn run(args: &Args, mut config: Config) -> Result<(), Error> {
             .unwrap_or_default();
         futures::future::join_all(pools.iter().map(|p| p.quiesce(QUIESCE_LIMIT))).await;
         if let Some(w) = &workload {
-            release_on_uninstall(&ctx, w, &handler_aborts, stopping + SHUTDOWN_BUDGET).await;
+            let seen = watched.as_ref().map(|(s, _)| s);
+            release_on_uninstall(&ctx, (w, seen), &handler_aborts, stopping + SHUTDOWN_BUDGET).await;
         }
     }
     if let Some(l) = leadership {
@@ -391,6 +394,9 @@ pub async fn run(args: &Args, mut config: Config) -> Result<(), Error> {
     }
     for s in servers.iter().chain(manager.iter()).chain(background.iter()) {
         s.abort();
+    }
+    if let Some((_, t)) = watched {
+        t.abort();
     }
     result
 }
@@ -416,12 +422,12 @@ const RELEASE_MIN: std::time::Duration = std::time::Duration::from_secs(10);
 /// of pods belong to their KuryrPorts and stay. On a restart nothing happens.
 async fn release_on_uninstall(
     ctx: &Context,
-    workload: &Workload,
+    (workload, seen): (&Workload, Option<&uninstall::SeenCell>),
     handlers: &[AbortHandle],
     deadline: std::time::Instant,
 ) {
     let Verdict::Uninstalling(reason) =
-        uninstall::check(&ctx.client, workload, std::time::Duration::from_secs(3)).await
+        uninstall::check(&ctx.client, workload, std::time::Duration::from_secs(3), seen).await
     else {
         return;
     };

@@ -5,8 +5,6 @@
 mod common;
 
 use common::*;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::Api;
 use kuryr_runtime::identity::{self, Identity};
 
 fn conf(text: &str) -> kuryr_config::Config {
@@ -18,13 +16,7 @@ fn conf(text: &str) -> kuryr_config::Config {
 #[tokio::test]
 async fn without_tags_the_identity_is_derived_from_kube_system() {
     let env = sandbox().await;
-    let uid = Api::<Namespace>::all(env.client.clone())
-        .get("kube-system")
-        .await
-        .expect("kube-system")
-        .metadata
-        .uid
-        .expect("uid");
+    let uid = kube_system_uid(&env.client).await;
     let mut config = conf("");
     let id = identity::resolve(&env.client, &mut config)
         .await

@@ -509,29 +509,18 @@ async fn controller_killed_mid_burst_recovers_and_accounts_for_every_port() {
     };
     let cleanup = async {
         // What the controllers said that matters for recovery (and, on a failure, why).
-        if let Ok(text) = std::fs::read_to_string(&log) {
-            let lines: Vec<&str> = text
-                .lines()
-                .filter(|l| {
-                    [
-                        "pools recovered",
-                        "janitor",
-                        "adopted",
-                        "pool populated",
-                        "WARN",
-                        "ERROR",
-                    ]
-                    .iter()
-                    .any(|w| l.contains(w))
-                })
-                .collect();
-            let skip = lines.len().saturating_sub(200);
-            println!(
-                "controller log ({} lines kept):\n{}",
-                lines.len() - skip,
-                lines[skip..].join("\n")
-            );
-        }
+        print_log_lines(
+            &log,
+            &[
+                "pools recovered",
+                "janitor",
+                "adopted",
+                "pool populated",
+                "WARN",
+                "ERROR",
+            ],
+            200,
+        );
         let n = cleanup_ports(&neutron, &tag).await;
         println!("cleanup: {n} ports tagged {tag} deleted");
     };

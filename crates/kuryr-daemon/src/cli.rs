@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
 use crate::{
+    api_listener,
     binding::{NodeBindings, ovs::OvsBinding},
     daemon::{Daemon, Settings},
     health::{self, Health},
@@ -101,6 +102,15 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The CNI API's unix socket could not be made.
+    #[error("serving the CNI API on {addr}")]
+    Socket {
+        /// The address.
+        addr: String,
+        /// Cause.
+        #[source]
+        source: crate::api_listener::SocketError,
+    },
     /// `--workload` is malformed.
     #[error(transparent)]
     Workload(#[from] WorkloadError),
@@ -124,33 +134,30 @@ pub fn node_name(args: &Args) -> Result<String, Error> {
 /// A bound listener of either kind.
 enum Listener {
     Tcp(tokio::net::TcpListener),
-    Unix(tokio::net::UnixListener),
+    Unix(api_listener::PeerChecked),
 }
 
+/// The CNI API's listener: a unix socket served to root only
+/// ([`api_listener`]), or upstream's TCP address with a warning naming the risk.
 async fn bind_api(addr: &str) -> Result<Listener, Error> {
-    let err = |source| Error::Bind {
-        what: "CNI API",
-        addr: addr.to_owned(),
-        source,
-    };
-    if let Some(path) = addr
-        .strip_prefix("unix://")
-        .or_else(|| addr.strip_prefix("unix:"))
-    {
-        // A stale socket of an earlier run.
-        let _ = std::fs::remove_file(path);
-        if let Some(dir) = std::path::Path::new(path).parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        return tokio::net::UnixListener::bind(path)
+    if let Some(path) = api_listener::socket_path(addr) {
+        return api_listener::bind(path)
             .map(Listener::Unix)
-            .map_err(err);
+            .map_err(|source| Error::Socket {
+                addr: addr.to_owned(),
+                source,
+            });
     }
+    warn!("{}", api_listener::tcp_warning(addr));
     let hostport = addr.strip_prefix("http://").unwrap_or(addr);
     tokio::net::TcpListener::bind(hostport)
         .await
         .map(Listener::Tcp)
-        .map_err(err)
+        .map_err(|source| Error::Bind {
+            what: "CNI API",
+            addr: addr.to_owned(),
+            source,
+        })
 }
 
 fn serve(l: Listener, router: Router) -> JoinHandle<()> {
@@ -193,6 +200,8 @@ pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
     let client = kubeclient::client(args.kube.kubeconfig.as_deref(), &config.kubernetes)
         .await
         .map_err(Error::Client)?;
+    // Watched from now on: at SIGTERM it tells an uninstall even when our token is gone.
+    let watched = workload.as_ref().map(|w| uninstall::watch(&client, w));
     let ovsdb_target = args
         .ovsdb
         .clone()
@@ -281,8 +290,8 @@ pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
     };
     let _ = stop_api.send(true);
     // The socket goes at once: a plugin connecting now finds none and waits for the next daemon.
-    if let Some(path) = api_addr.strip_prefix("unix:") {
-        let _ = std::fs::remove_file(path.trim_start_matches("//"));
+    if let Some(path) = api_listener::socket_path(&api_addr) {
+        let _ = std::fs::remove_file(path);
     }
     if result.is_ok() {
         let started = Instant::now();
@@ -304,7 +313,10 @@ pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
     if let (Ok(()), Some(w), Some(bin_dir), Some(conf_dir)) =
         (&result, &workload, &args.cni_bin_dir, &args.cni_conf_dir)
     {
-        if let Verdict::Uninstalling(reason) = uninstall::check(&client, w, Duration::from_secs(3)).await {
+        let seen = watched.as_ref().map(|(s, _)| s);
+        if let Verdict::Uninstalling(reason) =
+            uninstall::check(&client, w, Duration::from_secs(3), seen).await
+        {
             let files = CniFiles {
                 bin_dir: bin_dir.clone(),
                 conf_dir: conf_dir.clone(),
@@ -317,6 +329,9 @@ pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
                 Err(e) => error!(error = %e, "uninstall: removing the CNI files failed"),
             }
         }
+    }
+    if let Some((_, t)) = watched {
+        t.abort();
     }
     result
 }

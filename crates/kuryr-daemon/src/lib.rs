@@ -1,5 +1,6 @@
 //! kuryr-daemon: the per-node CNI daemon. It watches this node's KuryrPorts and pods
-//! ([`watcher`] → [`registry`]), serves the `kuryr-cni` plugin ([`server`], [`request`]) and
+//! ([`watcher`] → [`registry`]), serves the `kuryr-cni` plugin ([`server`], [`request`]; on a root-only socket,
+//! [`api_listener`]) and
 //! runs the CNI verbs ([`verbs`]: one module each, on the shared [`daemon`] state, failing with
 //! [`error`]), which wire pods through the binding drivers ([`binding`], over [`netlink`],
 //! [`ovsdb`], [`ethtool`] on threads bound to the pod's namespace by [`netns`]), wait for them
@@ -7,6 +8,7 @@
 //! wiring: [`cli`].
 
 pub mod activation;
+pub mod api_listener;
 pub mod binding;
 pub mod cli;
 pub mod daemon;

@@ -67,6 +67,39 @@ pub struct WiredVif {
     pub spec: WireSpec,
 }
 
+impl Attachment {
+    /// What makes a record read from disk unfit to act on, if anything: its container ID, and
+    /// every VIF's names — the host device must be the one derived from its port ID, the pod
+    /// interface a device name. Records drive deletions (DEL, GC): a planted or damaged one
+    /// must not name a host link.
+    pub fn problem(&self) -> Option<String> {
+        use crate::binding::spec::{host_dev_name, valid_ifname, valid_port_id};
+        if self.container_id.is_empty()
+            || self.container_id.len() > 256
+            || self.container_id.chars().any(char::is_control)
+        {
+            return Some(format!("container ID {:?} is not one", self.container_id));
+        }
+        for v in &self.vifs {
+            let s = &v.spec;
+            if !valid_port_id(&s.port_id) {
+                return Some(format!("port ID {:?} is not one", s.port_id));
+            }
+            if s.host_dev != host_dev_name(&s.port_id) {
+                return Some(format!(
+                    "host device {:?} is not the port's ({})",
+                    s.host_dev,
+                    host_dev_name(&s.port_id)
+                ));
+            }
+            if !valid_ifname(&s.ifname) {
+                return Some(format!("interface name {:?} is not one", s.ifname));
+            }
+        }
+        None
+    }
+}
+
 /// The store: files on disk plus an in-memory index by container ID.
 #[derive(Debug)]
 pub struct StateStore {
@@ -90,7 +123,9 @@ fn file_name(container_id: &str) -> String {
 }
 
 impl StateStore {
-    /// Opens (creating) `dir` and loads every record; unreadable files are logged and skipped.
+    /// Opens (creating) `dir` and loads every record; unreadable files, files not named after
+    /// their container and records naming devices the daemon would not have made
+    /// ([`Attachment::problem`]) are logged and skipped.
     pub fn open(dir: &Path) -> Result<Self, StateError> {
         let derr = |source| StateError::Dir {
             path: dir.to_owned(),
@@ -105,7 +140,20 @@ impl StateStore {
             }
             match std::fs::read(&path).map(|b| serde_json::from_slice::<Attachment>(&b)) {
                 Ok(Ok(a)) => {
-                    index.insert(a.container_id.clone(), a);
+                    // Only a record under its own container's file name, naming only what the
+                    // daemon would have made: anything else is not acted on.
+                    let own_name = path
+                        .file_name()
+                        .is_some_and(|n| *n == *file_name(&a.container_id));
+                    match a.problem() {
+                        None if own_name => {
+                            index.insert(a.container_id.clone(), a);
+                        }
+                        None => tracing::warn!(file = %path.display(), container = %a.container_id,
+                            "ignoring a state file not named after its container"),
+                        Some(why) => tracing::warn!(file = %path.display(), problem = %why,
+                            "ignoring a state file that names what this daemon would not have made"),
+                    }
                 }
                 Ok(Err(e)) => {
                     tracing::warn!(file = %path.display(), error = %e, "ignoring unreadable state file")
@@ -204,5 +252,56 @@ mod tests {
         s2.remove("c1").unwrap();
         s2.remove("c1").unwrap();
         assert!(StateStore::open(dir.path()).unwrap().all().is_empty());
+    }
+
+    #[test]
+    fn records_naming_devices_the_daemon_would_not_make_are_not_loaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = StateStore::open(dir.path()).unwrap();
+        let vif = |host_dev: &str| WiredVif {
+            class: "VIFOpenVSwitch".into(),
+            spec: crate::binding::WireSpec {
+                port_id: "3e5f2a1b-7c8d".into(),
+                host_dev: host_dev.into(),
+                ifname: "eth0".into(),
+                mac: [0xfa, 0x16, 0x3e, 0, 0, 1],
+                mtu: None,
+                addresses: vec![],
+                routes: vec![],
+                bridge: "br-int".into(),
+                vlan_id: None,
+                pod_uid: "u".into(),
+            },
+        };
+        let good = Attachment {
+            container_id: "good".into(),
+            ifname: "eth0".into(),
+            netns: "/run/netns/x".into(),
+            pod_namespace: "ns".into(),
+            pod_name: "p".into(),
+            pod_uid: "u".into(),
+            vifs: vec![vif("tap3e5f2a1b-7c")],
+        };
+        s.put(&good).unwrap();
+        // A record naming the host's eth0 as its device, and one planted under another name.
+        let bad = Attachment {
+            container_id: "bad".into(),
+            vifs: vec![vif("eth0")],
+            ..good.clone()
+        };
+        s.put(&bad).unwrap();
+        let planted = Attachment {
+            container_id: "victim".into(),
+            ..good.clone()
+        };
+        std::fs::write(
+            dir.path().join("other.json"),
+            serde_json::to_vec(&planted).unwrap(),
+        )
+        .unwrap();
+        let s2 = StateStore::open(dir.path()).unwrap();
+        assert_eq!(s2.get("good"), Some(good));
+        assert!(s2.get("bad").is_none() && s2.get("victim").is_none());
+        assert!(bad.problem().is_some_and(|p| p.contains("eth0")));
     }
 }

@@ -590,6 +590,64 @@ async fn bad_requests_get_errors_and_the_daemon_keeps_serving() {
     );
     assert_eq!(d.raw("GET", "/status", b"").0, 200, "still serving");
     assert!(d.metrics().contains("kuryr_cni_failures_total 3"));
+
+    // Only root is served. An unprivileged process (nobody) cannot reach the socket (its
+    // directory and the socket are root's only), and when the file modes are opened up the
+    // daemon itself closes the connection (SO_PEERCRED) before reading a byte.
+    let as_nobody = |sock: &std::path::Path| {
+        std::process::Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "curl",
+                "-sS",
+                "-m",
+                "5",
+            ])
+            .arg("--unix-socket")
+            .arg(sock)
+            .args(["-X", "POST", "--data-binary"])
+            .arg(body("GC", "", ""))
+            .arg("http://localhost/gcNetworks")
+            .output()
+            .expect("setpriv curl")
+    };
+    let mode = |p: &std::path::Path| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(p).expect("stat").mode() & 0o777
+    };
+    assert_eq!(mode(&d.sock), 0o600, "the socket is root's only");
+    let out = as_nobody(&d.sock);
+    assert!(
+        !out.status.success(),
+        "nobody was served: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    use std::os::unix::fs::PermissionsExt;
+    // The socket's directory and the test cluster's temporary directory above it.
+    let mut opened = Vec::new();
+    for dir in d.sock.ancestors().skip(1).take(2) {
+        opened.push((dir.to_path_buf(), mode(dir)));
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).expect("chmod dir");
+    }
+    std::fs::set_permissions(&d.sock, std::fs::Permissions::from_mode(0o666)).expect("chmod sock");
+    let out = as_nobody(&d.sock);
+    assert!(
+        !out.status.success() && out.stdout.is_empty(),
+        "nobody was served: {} {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        d.log_text().contains("refused a CNI API connection"),
+        "{}",
+        d.log_text()
+    );
+    for (dir, m) in opened {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(m)).expect("chmod back");
+    }
+    assert_eq!(d.raw("GET", "/status", b"").0, 200, "root is still served");
     d.stop();
 }
 

@@ -363,6 +363,16 @@ impl Cluster {
         self.state_dir.join("nodes").join(node).join("state")
     }
 
+    /// The CNI API socket of `node`'s kuryr-daemon (its `/run/kuryr`: `sandbox/cluster`'s
+    /// `node_run_kuryr`).
+    pub fn daemon_socket(&self, node: &str) -> PathBuf {
+        self.state_dir
+            .join("nodes")
+            .join(node)
+            .join("run-kuryr")
+            .join("cni.sock")
+    }
+
     /// `sandbox/cluster restart COMPONENT [--kill]`: stops it (SIGKILL with `kill`) and starts
     /// it again, waiting until it is ready.
     pub fn restart(&self, component: &str, kill: bool) -> Result<String> {

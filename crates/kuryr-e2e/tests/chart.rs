@@ -109,3 +109,76 @@ fn controller_rbac_follows_the_enabled_handlers() {
         "{defaults:?}"
     );
 }
+
+/// The document of `kind`/`name` in a rendering.
+fn object(rendered: &str, kind: &str, name: &str) -> serde_yaml::Value {
+    serde_yaml::Deserializer::from_str(rendered)
+        .filter_map(|d| serde::Deserialize::deserialize(d).ok())
+        .find(|d: &serde_yaml::Value| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in the rendering"))
+}
+
+#[test]
+fn least_privilege_and_the_node_api_socket_are_rendered() {
+    for rendered in [
+        render(&[]),
+        render(&["config.cni_daemon.bind_address=unix:/var/run/k/api.sock"]),
+    ] {
+        // The controller: not root, no capability, no escalation, read-only image, seccomp;
+        // its one writable place is an emptyDir for the pool manager socket.
+        let c = object(&rendered, "Deployment", "kuryr-controller");
+        let pod = &c["spec"]["template"]["spec"];
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+        assert_ne!(pod["securityContext"]["runAsUser"], 0);
+        assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+        let ctr = &pod["containers"][0]["securityContext"];
+        assert_eq!(ctr["allowPrivilegeEscalation"], false);
+        assert_eq!(ctr["readOnlyRootFilesystem"], true);
+        assert_eq!(ctr["capabilities"]["drop"][0], "ALL");
+        assert!(ctr["privileged"].is_null() && ctr["capabilities"]["add"].is_null());
+        // The daemon: never the OpenStack credentials (it never talks to OpenStack).
+        let d = object(&rendered, "DaemonSet", "kuryr-daemon");
+        let dpod = &d["spec"]["template"]["spec"];
+        let volumes = dpod["volumes"].as_sequence().expect("volumes");
+        assert!(
+            volumes.iter().all(|v| v["secret"].is_null()),
+            "the daemon mounts a Secret: {volumes:?}"
+        );
+        // Its API on a unix socket whose directory is the same path on the host and in the
+        // daemon, and the plugin told that address.
+        let api = if rendered.contains("/var/run/k/api.sock") {
+            "/var/run/k"
+        } else {
+            "/run/kuryr"
+        };
+        let sock = volumes
+            .iter()
+            .find(|v| v["name"] == "api-socket")
+            .expect("api-socket volume");
+        assert_eq!(sock["hostPath"]["path"], api);
+        let mounts = dpod["containers"][0]["volumeMounts"]
+            .as_sequence()
+            .expect("mounts");
+        assert!(
+            mounts
+                .iter()
+                .any(|m| m["name"] == "api-socket" && m["mountPath"] == api)
+        );
+        let init = dpod["initContainers"][0]["command"]
+            .as_sequence()
+            .expect("install");
+        assert!(
+            init.iter().any(|a| a
+                .as_str()
+                .is_some_and(|a| a.starts_with(&format!("--daemon-address=unix:{api}/")))),
+            "{init:?}"
+        );
+    }
+    // Upstream's TCP address: no socket directory is mounted.
+    let tcp = render(&["config.cni_daemon.bind_address=127.0.0.1:5036"]);
+    let d = object(&tcp, "DaemonSet", "kuryr-daemon");
+    let volumes = d["spec"]["template"]["spec"]["volumes"]
+        .as_sequence()
+        .expect("volumes");
+    assert!(volumes.iter().all(|v| v["name"] != "api-socket"));
+}

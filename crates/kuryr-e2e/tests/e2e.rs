@@ -397,8 +397,9 @@ async fn malformed_cni_calls_get_errors_and_the_daemon_keeps_serving() {
             "{what}: no CNI error object on stdout: {raw}"
         );
     }
-    // Garbage straight to the daemon's API.
+    // Garbage straight to the daemon's API (its unix socket; as root, the one caller it serves).
     let node = &cluster.nodes[0];
+    let sock = cluster.daemon_socket(&node.name);
     for body in ["{", "[]", "{\"CNI_COMMAND\": 5}", ""] {
         let out = run(
             "curl to the daemon",
@@ -407,6 +408,8 @@ async fn malformed_cni_calls_get_errors_and_the_daemon_keeps_serving() {
                 "exec",
                 &node.netns,
                 "curl",
+                "--unix-socket",
+                &sock.display().to_string(),
                 "-s",
                 "-o",
                 "/dev/null",
@@ -420,7 +423,7 @@ async fn malformed_cni_calls_get_errors_and_the_daemon_keeps_serving() {
                 "POST",
                 "--data",
                 body,
-                "http://127.0.0.1:5036/addNetwork",
+                "http://localhost/addNetwork",
             ]),
         )
         .unwrap_or_else(|e| panic!("daemon did not answer a malformed request: {e}"));

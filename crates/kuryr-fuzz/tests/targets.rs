@@ -186,3 +186,134 @@ fn vif_primitives_and_kuryrports() {
     eprintln!("kuryrport: {r:?}");
     assert!(r.accepted > 0);
 }
+
+/// VIFs of KuryrPorts turned into wiring plans: whatever the CR says, the host device is the one
+/// derived from the port ID (a device name), and the bridge is the configured one.
+#[test]
+fn wiring_plans_name_only_what_the_port_id_gives() {
+    use kuryr_daemon::binding::spec::{SpecContext, host_dev_name, valid_ifname, wire_spec};
+    let r = run("vif", vec![], |b| {
+        let Ok(v) = serde_json::from_slice::<Value>(b) else {
+            return false;
+        };
+        let Ok(vif) = kuryr_types::vif::Vif::from_primitive(v) else {
+            return false;
+        };
+        let mut any = false;
+        for bridge in [Some("br-int"), None] {
+            let cx = SpecContext {
+                ifname: "eth0",
+                default: true,
+                pod_uid: "u",
+                default_bridge: bridge,
+                network_device_mtu: 0,
+            };
+            match wire_spec(&vif, cx) {
+                Ok(s) => {
+                    any = true;
+                    assert_eq!(s.host_dev, host_dev_name(&s.port_id), "{s:?}");
+                    assert!(valid_ifname(&s.host_dev), "{s:?}");
+                    if let Some(b) = bridge.filter(|_| !s.bridge.is_empty()) {
+                        assert_eq!(s.bridge, b, "a bridge other than the configured one: {s:?}");
+                    }
+                }
+                Err(e) => assert!(!e.to_string().is_empty()),
+            }
+        }
+        any
+    });
+    eprintln!("wire_spec: {r:?}");
+    assert!(r.accepted > 0);
+}
+
+/// The daemon's state files read at start (written by an earlier run, or planted): never a
+/// panic, and a loaded record never names a host device the daemon would not have made.
+#[test]
+fn state_files_read_at_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let r = run("state_file", vec![], |b| {
+        let path = dir.path().join("c1.json");
+        if std::fs::write(&path, b).is_err() {
+            return false;
+        }
+        let Ok(store) = kuryr_daemon::state::StateStore::open(dir.path()) else {
+            return false;
+        };
+        let all = store.all();
+        for a in &all {
+            assert!(
+                a.problem().is_none(),
+                "a record unfit to act on was loaded: {a:?}"
+            );
+        }
+        !all.is_empty()
+    });
+    eprintln!("state_file: {r:?}");
+    assert!(r.accepted > 0);
+}
+
+/// OVSDB replies as the daemon reads them.
+#[test]
+fn ovsdb_replies() {
+    let r = run("ovsdb", vec![], |b| {
+        let Ok(v) = serde_json::from_slice::<Value>(b) else {
+            return false;
+        };
+        match kuryr_daemon::ovsdb::parse_reply(v) {
+            Ok(_) => true,
+            Err(e) => {
+                assert!(!e.to_string().is_empty());
+                false
+            }
+        }
+    });
+    eprintln!("ovsdb: {r:?}");
+    assert!(r.accepted > 0);
+}
+
+/// Neutron and Octavia objects as the controller reads them, and the ownership rule on them:
+/// what it pools is ours by tags with our device owner; what it takes from a CR's reference is
+/// never another cluster's.
+#[test]
+fn neutron_and_octavia_objects_and_the_ownership_rule() {
+    use kuryr_core::ownership::{Claim, Ownership, Verdict};
+    let tags = kuryr_core::TagPolicy::new(vec![], Some("kuryr-cluster=a".into())).expect("tags");
+    let r = run("neutron", vec![], |b| {
+        let mut any = false;
+        if let Ok(p) = serde_json::from_slice::<kuryr_openstack::Port>(b) {
+            any = true;
+            for project in [None, Some("p")] {
+                let o = Ownership::new(&tags, project);
+                if o.owns_pool_port(&p) {
+                    assert_eq!(o.claim(&p.tags), Claim::Ours, "{p:?}");
+                    assert_eq!(p.device_owner, "compute:kuryr");
+                }
+                match o.accepts_referenced(&p) {
+                    Verdict::Ours => assert_eq!(o.claim(&p.tags), Claim::Ours),
+                    Verdict::Adopted => assert!(p.tags.is_empty(), "{p:?}"),
+                    Verdict::Refused(why) => assert!(!why.to_string().is_empty()),
+                }
+            }
+        }
+        any |= serde_json::from_slice::<kuryr_openstack::Network>(b).is_ok();
+        any |= serde_json::from_slice::<kuryr_openstack::security_group::SecurityGroup>(b).is_ok();
+        any |= serde_json::from_slice::<kuryr_openstack::FloatingIp>(b).is_ok();
+        any |= serde_json::from_slice::<kuryr_openstack::octavia::LoadBalancer>(b).is_ok();
+        any
+    });
+    eprintln!("neutron: {r:?}");
+    assert!(r.accepted > 0);
+}
+
+/// The other CRDs' contents (written by a user, an old version or upstream).
+#[test]
+fn kuryr_network_load_balancer_and_policy_crs() {
+    let r = run("kuryr_crs", vec![], |b| {
+        let a = serde_json::from_slice::<kuryr_types::KuryrNetwork>(b).is_ok();
+        let l = serde_json::from_slice::<kuryr_types::KuryrLoadBalancer>(b).is_ok();
+        let p = serde_json::from_slice::<kuryr_types::KuryrNetworkPolicy>(b).is_ok();
+        a || l || p
+    });
+    eprintln!("kuryr_crs: {r:?}");
+    assert!(r.accepted > 0);
+}

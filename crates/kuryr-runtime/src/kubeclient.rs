@@ -40,12 +40,52 @@ pub enum Error {
     Client(#[source] kube::Error),
 }
 
+/// The service account's CA inside a pod.
+pub const SERVICE_ACCOUNT_CA: &str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
+
+/// The CA that verifies the API server: `ssl_ca_crt_file` when set (an empty value is unset),
+/// else the service account's inside a pod; `None` without verification.
+fn server_ca(k: &KubernetesConf) -> Option<String> {
+    if !k.ssl_verify_server_crt {
+        return None;
+    }
+    k.ssl_ca_crt_file.clone().filter(|f| !f.is_empty()).or_else(|| {
+        Path::new(SERVICE_ACCOUNT_CA)
+            .exists()
+            .then(|| SERVICE_ACCOUNT_CA.to_owned())
+    })
+}
+
+/// What is unsafe in the `[kubernetes]` options of `api_root` when a bearer token is sent
+/// (`token`): the token in clear text over `http://`, or to a server whose certificate is not
+/// checked (`ssl_verify_server_crt = False`, upstream's default). Each is a start-up warning.
+pub fn transport_warnings(k: &KubernetesConf, token: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    if !token || k.api_root.is_empty() {
+        return out;
+    }
+    if k.api_root.starts_with("http://") {
+        out.push(format!(
+            "[kubernetes] api_root = {}: the ServiceAccount token is sent in clear text; use https://",
+            k.api_root
+        ));
+    } else if !k.ssl_verify_server_crt {
+        out.push(format!(
+            "[kubernetes] ssl_verify_server_crt = False: the ServiceAccount token is sent to {} without checking \
+             its certificate (anyone on the path can take it); set ssl_verify_server_crt = True (the \
+             ServiceAccount's CA is used when ssl_ca_crt_file is unset)",
+            k.api_root
+        ));
+    }
+    out
+}
+
 /// The kubeconfig equivalent of upstream's `[kubernetes]` connection options (`api_root` set).
 pub fn kubeconfig_from_conf(k: &KubernetesConf) -> Kubeconfig {
     const NAME: &str = "kuryr";
     let cluster = Cluster {
         server: Some(k.api_root.clone()),
-        certificate_authority: k.ssl_ca_crt_file.clone().filter(|_| k.ssl_verify_server_crt),
+        certificate_authority: server_ca(k),
         insecure_skip_tls_verify: (!k.ssl_verify_server_crt).then_some(true),
         ..Cluster::default()
     };
@@ -105,7 +145,16 @@ pub async fn client(kubeconfig: Option<&Path>, k: &KubernetesConf) -> Result<Cli
         if !scheme_ok || k.api_root.parse::<http::Uri>().is_err() {
             return Err(Error::ApiRoot(k.api_root.clone()));
         }
-        kube::Config::from_custom_kubeconfig(kubeconfig_from_conf(k), &options)
+        let kc = kubeconfig_from_conf(k);
+        let token = kc
+            .auth_infos
+            .first()
+            .and_then(|a| a.auth_info.as_ref())
+            .is_some_and(|a| a.token_file.is_some());
+        for w in transport_warnings(k, token) {
+            tracing::warn!("{w}");
+        }
+        kube::Config::from_custom_kubeconfig(kc, &options)
             .await
             .map_err(Error::LoadKubeconfig)?
     } else {
@@ -155,6 +204,35 @@ mod tests {
         let kc = kubeconfig_from_conf(&k);
         let user = kc.auth_infos[0].auth_info.as_ref().expect("user");
         assert_eq!(user.token_file.as_deref(), Some(token.to_str().expect("utf-8")));
+    }
+
+    #[test]
+    fn a_token_to_an_unverified_or_plain_server_is_warned_about() {
+        let mut k = kuryr_config::Config::defaults().groups.kubernetes;
+        k.api_root = "https://10.0.0.1:6443".into();
+        k.ssl_verify_server_crt = false;
+        let w = transport_warnings(&k, true);
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("ssl_verify_server_crt = False"), "{w:?}");
+        assert!(
+            transport_warnings(&k, false).is_empty(),
+            "no token, nothing to lose"
+        );
+        k.ssl_verify_server_crt = true;
+        assert!(transport_warnings(&k, true).is_empty());
+        k.api_root = "http://10.0.0.1:8080".into();
+        assert!(transport_warnings(&k, true)[0].contains("clear text"));
+        // An empty ssl_ca_crt_file is unset: the ServiceAccount's CA in a pod (none here).
+        k.api_root = "https://10.0.0.1:6443".into();
+        k.ssl_ca_crt_file = Some(String::new());
+        let kc = kubeconfig_from_conf(&k);
+        let ca = kc.clusters[0]
+            .cluster
+            .as_ref()
+            .expect("cluster")
+            .certificate_authority
+            .clone();
+        assert_eq!(ca.is_some(), Path::new(SERVICE_ACCOUNT_CA).exists(), "{ca:?}");
     }
 
     #[tokio::test]

@@ -1,5 +1,9 @@
 //! Running CNI plugin binaries with the real protocol: `CNI_*` environment, config on stdin,
 //! result or error on stdout, a timeout, optionally inside the node's host netns (`nsenter`).
+//! A node with a host-path map runs its plugins as a real node's runtime does — on the node's
+//! host: in its netns and with its host paths ([`HostView`], through `kube-sandbox
+//! run-container`), so that a plugin reaches what its node's host-network pods put there (the
+//! node daemon's unix socket under `/run/kuryr`).
 
 use std::{path::PathBuf, process::Stdio, time::Duration};
 
@@ -65,6 +69,36 @@ pub struct PluginRunner {
     pub host_netns: Option<PathBuf>,
     /// Per-invocation timeout.
     pub timeout: Duration,
+    /// The node's host paths, when it has a map: plugins see them.
+    pub host_view: Option<HostView>,
+}
+
+/// What a plugin sees of its node's host when the node maps host paths (`--host-path`).
+#[derive(Debug, Clone)]
+pub struct HostView {
+    /// `kube-sandbox`, which runs `run-container`.
+    pub launcher: PathBuf,
+    /// Node path → the machine's directory holding it.
+    pub host_paths: Vec<(PathBuf, PathBuf)>,
+    /// Where the launch specs of plugin runs are written.
+    pub spec_dir: PathBuf,
+}
+
+impl HostView {
+    /// The bind mounts of a plugin run: every mapped directory that exists on the machine, at
+    /// its node path when that exists on the machine too or lies under `/run` (a mount point
+    /// made there is gone with the machine's tmpfs; nothing is created elsewhere).
+    fn mounts(&self) -> Vec<crate::containers::launch::Mount> {
+        self.host_paths
+            .iter()
+            .filter(|(node, machine)| machine.is_dir() && (node.is_dir() || node.starts_with("/run")))
+            .map(|(node, machine)| crate::containers::launch::Mount {
+                source: machine.clone(),
+                target: node.clone(),
+                read_only: false,
+            })
+            .collect()
+    }
 }
 
 /// A failed plugin invocation as the runtime reports it.
@@ -114,20 +148,50 @@ impl PluginRunner {
         let bin = self
             .find(plugin_type)
             .ok_or_else(|| PluginFailure::NotFound(plugin_type.to_string(), self.cni_path()))?;
-        let mut cmd = match &self.host_netns {
-            Some(ns) => {
+        let env = [
+            ("CNI_COMMAND", command.as_str().to_string()),
+            ("CNI_CONTAINERID", inv.container_id.clone()),
+            ("CNI_NETNS", inv.netns.display().to_string()),
+            ("CNI_IFNAME", inv.ifname.clone()),
+            ("CNI_ARGS", inv.args.clone()),
+            ("CNI_PATH", self.cni_path()),
+        ];
+        let mut spec_file = None;
+        let mut cmd = match (&self.host_view, &self.host_netns) {
+            (Some(view), _) => {
+                let mut vars: Vec<(String, String)> =
+                    env.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+                vars.push(("PATH".into(), std::env::var("PATH").unwrap_or_default()));
+                let spec = crate::containers::launch::LaunchSpec {
+                    program: bin.clone(),
+                    args: Vec::new(),
+                    env: vars,
+                    working_dir: "/".into(),
+                    netns: self.host_netns.clone(),
+                    mounts: view.mounts(),
+                };
+                let path = view.spec_dir.join(format!(
+                    "{}-{}-{}.json",
+                    command.as_str(),
+                    inv.container_id,
+                    SPEC_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                ));
+                std::fs::create_dir_all(&view.spec_dir).map_err(PluginFailure::Exec)?;
+                std::fs::write(&path, serde_json::to_vec(&spec).unwrap_or_default())
+                    .map_err(PluginFailure::Exec)?;
+                let mut c = tokio::process::Command::new(&view.launcher);
+                c.arg("run-container").arg(&path);
+                spec_file = Some(path);
+                c
+            }
+            (None, Some(ns)) => {
                 let mut c = tokio::process::Command::new("nsenter");
                 c.arg(format!("--net={}", ns.display())).arg("--").arg(&bin);
                 c
             }
-            None => tokio::process::Command::new(&bin),
+            (None, None) => tokio::process::Command::new(&bin),
         };
-        cmd.env("CNI_COMMAND", command.as_str())
-            .env("CNI_CONTAINERID", &inv.container_id)
-            .env("CNI_NETNS", &inv.netns)
-            .env("CNI_IFNAME", &inv.ifname)
-            .env("CNI_ARGS", &inv.args)
-            .env("CNI_PATH", self.cni_path())
+        cmd.envs(env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -142,8 +206,11 @@ impl PluginRunner {
             }
             child.wait_with_output().await
         };
-        let out = tokio::time::timeout(self.timeout, run)
-            .await
+        let out = tokio::time::timeout(self.timeout, run).await;
+        if let Some(p) = spec_file {
+            let _ = std::fs::remove_file(p);
+        }
+        let out = out
             .map_err(|_| PluginFailure::Timeout(self.timeout))?
             .map_err(PluginFailure::Exec)?;
         if out.status.success() {
@@ -160,6 +227,9 @@ impl PluginRunner {
         }))
     }
 }
+
+/// Makes the launch spec files of concurrent plugin runs distinct.
+static SPEC_SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Builds the error for a failed plugin of a network operation.
 pub(crate) fn failed(plugin_type: &str, command: Command, source: PluginFailure) -> Error {

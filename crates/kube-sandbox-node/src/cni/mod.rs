@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 pub use config::NetworkConfigList;
-pub use exec::{Command, Invocation, PluginFailure, PluginRunner};
+pub use exec::{Command, HostView, Invocation, PluginFailure, PluginRunner};
 pub use result::CniResult;
 
 /// Errors of CNI operations.

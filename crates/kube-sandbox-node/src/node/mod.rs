@@ -453,6 +453,11 @@ pub async fn run_node(
             bin_dirs: cfg.cni_bin_dirs.clone(),
             host_netns: cfg.host_netns.as_deref().map(netns::path),
             timeout: cfg.cni_timeout,
+            host_view: (!cfg.host_paths.is_empty()).then(|| cni::HostView {
+                launcher: cfg.launcher.clone(),
+                host_paths: cfg.host_paths.clone(),
+                spec_dir: cfg.state_dir.join("cni-specs"),
+            }),
         },
         cni_conf: Default::default(),
         recorder: Recorder::new(client.clone(), "kubelet", Some(&cfg.name)),

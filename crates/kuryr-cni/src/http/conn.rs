@@ -262,3 +262,49 @@ mod tests {
         assert!(dechunk(b"10\r\nabc").is_err());
     }
 }
+
+/// The fuzz target `http_response` (crate `kuryr-fuzz`): whatever answers on the daemon's
+/// address, a head and a body as the plugin splits and decodes them.
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+
+    #[test]
+    fn http_response() {
+        let r = kuryr_fuzz::run("http_response", vec![], |b| {
+            let Some(end) = find(b, b"\r\n\r\n") else {
+                return false;
+            };
+            let (status, headers) = match parse_head(&b[..end]) {
+                Ok(h) => h,
+                Err(e) => {
+                    assert!(!e.to_string().is_empty());
+                    return false;
+                }
+            };
+            assert!((100..1000).contains(&status));
+            let body = &b[end + 4..];
+            let chunked =
+                header(&headers, "transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked"));
+            match content_length(&headers) {
+                Ok(Some(n)) => n <= body.len(),
+                Ok(None) if chunked => match dechunk(body) {
+                    Ok(out) => {
+                        assert!(out.len() <= body.len());
+                        true
+                    }
+                    Err(e) => {
+                        assert!(!e.to_string().is_empty());
+                        false
+                    }
+                },
+                Ok(None) => true,
+                Err(e) => {
+                    assert!(!e.to_string().is_empty());
+                    false
+                }
+            }
+        });
+        assert!(r.accepted > 0, "{r:?}");
+    }
+}

@@ -61,13 +61,26 @@ pub enum Error {
     /// A cache has not listed yet.
     #[error("caches not listed yet")]
     NotSynced,
+    /// The translation has more rules than `[neutron_defaults] max_sg_rules_per_policy`.
+    #[error(
+        "NetworkPolicy {policy} translates to {rules} security-group rules, more than [neutron_defaults] \
+         max_sg_rules_per_policy = {max}: not applied (select peers by namespace or CIDR, or raise the bound)"
+    )]
+    TooLarge {
+        /// namespace/name.
+        policy: String,
+        /// Rules of the translation.
+        rules: usize,
+        /// The bound.
+        max: usize,
+    },
 }
 
 impl HandlerError for Error {
     fn kind(&self) -> ErrorKind {
         match self {
             Error::Kube { source, .. } => kube_kind(source),
-            Error::Invalid { .. } => ErrorKind::Invalid,
+            Error::Invalid { .. } | Error::TooLarge { .. } => ErrorKind::Invalid,
             Error::NotSynced => ErrorKind::Transient,
         }
     }
@@ -75,6 +88,7 @@ impl HandlerError for Error {
         match self {
             Error::Kube { .. } => "kubernetes",
             Error::Invalid { .. } => "invalid",
+            Error::TooLarge { .. } => "too_large",
             Error::NotSynced => "not_synced",
         }
     }
@@ -82,6 +96,7 @@ impl HandlerError for Error {
         match self {
             Error::NotSynced => None,
             Error::Invalid { .. } => Some("KuryrInvalidNetworkPolicy"),
+            Error::TooLarge { .. } => Some("KuryrNetworkPolicyTooLarge"),
             _ if self.kind() == ErrorKind::Conflict => None,
             _ => Some("KuryrEnsureNetworkPolicyError"),
         }
@@ -97,6 +112,8 @@ pub struct PolicyHandler {
     knps: Reflected<KuryrNetworkPolicy>,
     /// Sources every isolated pod admits (`[pod_vif_nested] worker_nodes_subnets`' CIDRs).
     node_cidrs: Vec<ipnet::IpNet>,
+    /// `[neutron_defaults] max_sg_rules_per_policy` (0: no bound).
+    max_rules: usize,
 }
 
 impl PolicyHandler {
@@ -211,6 +228,7 @@ impl Handler for PolicyHandler {
             has_finalizer: np.finalizers().iter().any(|f| f == NETWORKPOLICY_FINALIZER),
             knp,
             desired,
+            max_rules: self.max_rules,
         };
         Ok((np.clone(), observed))
     }
@@ -269,6 +287,13 @@ impl Handler for PolicyHandler {
                 .await
                 .map_err(kerr("removing the finalizer"))?,
             Step::Invalid(source) => return Err(Error::Invalid { policy: key, source }),
+            Step::TooLarge { rules, max } => {
+                return Err(Error::TooLarge {
+                    policy: key,
+                    rules,
+                    max,
+                });
+            }
         }
         Ok(Flow::Next)
     }
@@ -321,6 +346,7 @@ pub async fn start(ctx: Arc<Context>) {
         services,
         knps,
         node_cidrs: node_cidrs(&ctx).await,
+        max_rules: ctx.config.neutron_defaults.max_sg_rules_per_policy as usize,
     });
     // Every policy again after a pod, namespace or Service change, triggered by the very caches
     // the translation reads (a second watch could fire before they have the change).

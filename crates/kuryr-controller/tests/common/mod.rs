@@ -62,6 +62,17 @@ pub async fn sandbox() -> Env {
     }
 }
 
+/// The UID of the `kube-system` Namespace (what the derived cluster identity is made of).
+pub async fn kube_system_uid(client: &Client) -> String {
+    Api::<Namespace>::all(client.clone())
+        .get("kube-system")
+        .await
+        .expect("kube-system")
+        .metadata
+        .uid
+        .expect("uid")
+}
+
 pub async fn install_crds_and_ns(client: &Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for (_, crd) in kuryr_types::crds::all() {

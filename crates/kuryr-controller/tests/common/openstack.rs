@@ -145,6 +145,23 @@ pub async fn cleanup_ports(n: &OpenStackNeutron, tag: &str) -> usize {
 }
 
 /// Runs `body`; then, whatever happened, runs `cleanup` (which must not panic); re-raises.
+/// Prints the last `max` lines of the log at `path` that contain one of `words`.
+pub fn print_log_lines(path: &Path, words: &[&str], max: usize) {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return;
+    };
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| words.iter().any(|w| l.contains(w)))
+        .collect();
+    let skip = lines.len().saturating_sub(max);
+    println!(
+        "controller log ({} lines kept):\n{}",
+        lines.len() - skip,
+        lines[skip..].join("\n")
+    );
+}
+
 pub async fn guarded<F, C>(body: F, cleanup: C)
 where
     F: Future<Output = ()>,

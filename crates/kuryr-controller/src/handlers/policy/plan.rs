@@ -24,6 +24,8 @@ pub struct NpObserved {
     pub knp: Option<KnpSeen>,
     /// The spec the KuryrNetworkPolicy should have, or why the policy cannot be translated.
     pub desired: Result<KuryrNetworkPolicySpec, PolicyError>,
+    /// `[neutron_defaults] max_sg_rules_per_policy` (0: no bound).
+    pub max_rules: usize,
 }
 
 /// What the plan needs of the KuryrNetworkPolicy.
@@ -50,6 +52,13 @@ pub enum Step {
     RemoveFinalizer,
     /// The policy cannot be translated: say so.
     Invalid(PolicyError),
+    /// The translation has more rules than the bound: say so, apply nothing of it.
+    TooLarge {
+        /// Rules of the translation.
+        rules: usize,
+        /// `max_sg_rules_per_policy`.
+        max: usize,
+    },
 }
 
 /// The plan.
@@ -80,6 +89,20 @@ pub fn plan(o: &NpObserved) -> Plan<Step> {
             );
         }
     };
+    // Over the bound nothing of the translation is applied: the KuryrNetworkPolicy keeps what
+    // it had (its group, its rules), none is created, and the policy's Warning Event says why.
+    // A translation cut to the bound would admit or isolate an arbitrary part of the pods.
+    let rules = desired.ingress_sg_rules.len() + desired.egress_sg_rules.len();
+    if o.max_rules > 0 && rules > o.max_rules {
+        return Plan::steps(
+            "translation over max_sg_rules_per_policy",
+            vec![Step::TooLarge {
+                rules,
+                max: o.max_rules,
+            }],
+            Then::AwaitChange,
+        );
+    }
     let mut steps = Vec::new();
     if !o.has_finalizer {
         steps.push(Step::AddFinalizer);
@@ -204,7 +227,30 @@ mod tests {
             has_finalizer,
             knp,
             desired: Ok(spec(1)),
+            max_rules: 1000,
         }
+    }
+
+    #[test]
+    fn a_translation_over_the_bound_is_told_and_nothing_of_it_applied() {
+        let old = Some(KnpSeen {
+            deleting: false,
+            spec: spec(1),
+        });
+        let mut o = observed(old, false, true);
+        o.desired = Ok(spec(5));
+        o.max_rules = 4;
+        assert_eq!(plan(&o).steps, vec![Step::TooLarge { rules: 5, max: 4 }]);
+        // At the bound, or without one, it is applied.
+        o.max_rules = 5;
+        assert_eq!(plan(&o).steps, vec![Step::UpdateKnp(Box::new(spec(5)))]);
+        o.max_rules = 0;
+        assert_eq!(plan(&o).steps, vec![Step::UpdateKnp(Box::new(spec(5)))]);
+        // A new policy over the bound gets no KuryrNetworkPolicy.
+        let mut o = observed(None, false, false);
+        o.desired = Ok(spec(5));
+        o.max_rules = 4;
+        assert_eq!(plan(&o).steps, vec![Step::TooLarge { rules: 5, max: 4 }]);
     }
 
     #[test]
