@@ -132,6 +132,18 @@ impl Error {
         }
     }
 
+    /// Whether the request may have been carried out although its answer never came: no
+    /// answer in time, the connection lost, or a gateway in front of the service (a load
+    /// balancer, a proxy) answering 502 or 504 because the service's connection ended mid-request.
+    /// A write failing so may have happened: its effects are looked for before it is retried.
+    pub fn answer_may_be_lost(&self) -> bool {
+        match self {
+            Error::Timeout { .. } | Error::Transport { .. } => true,
+            Error::ServerError { status, .. } => matches!(status, 502 | 504),
+            _ => false,
+        }
+    }
+
     /// Whether this is a 404.
     pub fn is_not_found(&self) -> bool {
         matches!(self, Error::NotFound { .. })
@@ -300,6 +312,13 @@ mod tests {
         assert!(!e.is_retryable());
         let e = Error::from_status("port_list", 503, b"<html>Service Unavailable</html>");
         assert!(matches!(e, Error::ServerError { status: 503, .. }) && e.is_retryable());
+        // A gateway's 502/504: the request may have been carried out; Neutron's own 500 or
+        // a 503 (no backend) were not.
+        assert!(!e.answer_may_be_lost());
+        assert!(Error::from_status("port_bulk_create", 502, b"bad gateway").answer_may_be_lost());
+        assert!(Error::from_status("port_bulk_create", 504, b"").answer_may_be_lost());
+        assert!(!Error::from_status("port_bulk_create", 500, b"").answer_may_be_lost());
+        assert!(!Error::from_status("port_bulk_create", 409, b"").answer_may_be_lost());
         assert_eq!(Error::from_status("x", 403, b"{}").metric_label(), "unauthorized");
         assert_eq!(Error::from_status("x", 412, b"").metric_label(), "conflict");
     }

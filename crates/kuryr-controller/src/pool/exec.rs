@@ -156,11 +156,10 @@ impl VifPool {
                 }
             }
             Err(source) => {
-                if matches!(
-                    source,
-                    kuryr_openstack::Error::Timeout { .. } | kuryr_openstack::Error::Transport { .. }
-                ) {
-                    // The answer was lost, not necessarily the ports: look for them later.
+                if source.answer_may_be_lost() {
+                    // The answer was lost, not necessarily the ports: look for them later. (A
+                    // proxy's 502 counts: the chaos suite's node-lost scenario leaked a bulk
+                    // that Neutron finished after the proxy had answered 502, CI 2026-12-07.)
                     let me = self.clone();
                     let key = req.key.clone();
                     tokio::spawn(async move { me.adopt_lost_ports(&key).await });

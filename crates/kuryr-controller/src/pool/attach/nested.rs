@@ -255,10 +255,7 @@ impl TrunkSubports {
             }
             Err(source) => {
                 let mut b = lock(&self.books);
-                if matches!(
-                    source,
-                    kuryr_openstack::Error::Timeout { .. } | kuryr_openstack::Error::Transport { .. }
-                ) {
+                if source.answer_may_be_lost() {
                     // The answer was lost, maybe not the change: keep them as subports, so
                     // the deletion that follows takes them off the trunk first.
                     b.vlans.confirm(trunk_id, &ids);
