@@ -18,7 +18,7 @@ use kuryr_openstack::{BoxFuture, Neutron, Port};
 use tracing::{info, warn};
 
 use super::{
-    Acquired, Error, Owned, PoolSettings, PortRequest, VifPool,
+    Acquired, Error, PoolSettings, PortRequest, VifPool,
     attach::{Attachment, Bound},
     coalesce::Creates,
     delete_port_id, janitor, list_cluster_ports, lock,
@@ -190,12 +190,8 @@ impl PortSource for Direct {
             // created for the pod and not recorded yet is ours by construction.
             let mut ids: Vec<String> = Vec::new();
             for (id, owned) in owned_references(&*self.neutron, &self.settings, port_ids).await? {
-                match owned {
-                    Owned::Yes => ids.push(id),
-                    Owned::Gone => {}
-                    Owned::No(why) => {
-                        warn!(%pod, port = %id, reason = %why, "a KuryrPort named a port that is not this cluster's: left alone")
-                    }
+                if owned.may_delete(pod, &id) {
+                    ids.push(id);
                 }
             }
             if let Some(p) = lock(&self.pending).remove(pod)

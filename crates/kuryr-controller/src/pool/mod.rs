@@ -476,6 +476,21 @@ pub enum Owned {
     No(kuryr_core::ownership::Refusal),
 }
 
+impl Owned {
+    /// Whether the port a KuryrPort of `pod` names as `id` may be deleted; a port that is not
+    /// ours is logged (the one place that says so) and left alone.
+    pub(crate) fn may_delete(self, pod: &PodKey, id: &str) -> bool {
+        match self {
+            Owned::Yes => true,
+            Owned::Gone => false,
+            Owned::No(why) => {
+                tracing::warn!(%pod, port = %id, reason = %why, "a KuryrPort named a port that is not this cluster's: left alone");
+                false
+            }
+        }
+    }
+}
+
 /// Reads port `id` (named by a KuryrPort, unknown to the pool) and tells whether it may be
 /// released: one `GET` of the port, only off the hot path (a release of a port recovery refused).
 pub(crate) async fn owned_reference(

@@ -10,7 +10,7 @@ use kuryr_core::{
 use kuryr_openstack::PortUpdate;
 use tracing::{debug, info, warn};
 
-use super::{Error, Owned, VifPool, lock};
+use super::{Error, VifPool, lock};
 
 impl VifPool {
     /// Releases the pod's ports (`port_ids` from its KuryrPort, plus any port the pool handed
@@ -82,16 +82,14 @@ impl VifPool {
             Err(kuryr_core::pool::PoolError::UnknownPort { .. }) => {
                 // A KuryrPort named it, but the pool never took it in: recovery refused it (not
                 // ours), or it is gone. Deleted only when Neutron proves it ours.
-                match super::owned_reference(&*self.neutron, &self.settings, id).await? {
-                    Owned::Yes => {
-                        info!(%pod, port = %id, "port unknown to the pool, ours: deleting it");
-                        self.delete_port(id).await
-                    }
-                    Owned::Gone => Ok(()),
-                    Owned::No(why) => {
-                        warn!(%pod, port = %id, reason = %why, "a KuryrPort named a port that is not this cluster's: left alone");
-                        Ok(())
-                    }
+                if super::owned_reference(&*self.neutron, &self.settings, id)
+                    .await?
+                    .may_delete(pod, id)
+                {
+                    info!(%pod, port = %id, "port unknown to the pool, ours: deleting it");
+                    self.delete_port(id).await
+                } else {
+                    Ok(())
                 }
             }
             Err(e) => {
