@@ -4,7 +4,8 @@
 //! ServiceAccount volumes in a private mount namespace, env from fieldRef and secretKeyRef, the
 //! in-cluster API endpoint and CA, RBAC for the pod's ServiceAccount token (allowed and
 //! Forbidden with the real message), readiness probes, `kubectl logs` (also `--previous`),
-//! restarts with back-off, SIGTERM on deletion, and that a deleted pod's token stops working.
+//! restarts with back-off, SIGTERM on deletion, and that a deleted pod's token stops working;
+//! and securityContexts applied (user, capabilities, read-only root, no_new_privs).
 
 #![allow(clippy::unwrap_used)]
 
@@ -44,6 +45,15 @@ main)
 crash)
   echo "crashing"
   exit 3
+  ;;
+confined)
+  echo "uid=$(id -u) gid=$(id -g)"
+  grep -E '^(CapEff|CapBnd|NoNewPrivs):' /proc/self/status | tr -d ' \t'
+  touch "$2" 2>&1 | grep -q 'Read-only' && echo "root=ro"
+  touch "$3/x" && echo "emptydir=rw"
+  test -r $SA/token && echo "token=readable"
+  echo "end"
+  exec sleep 600
   ;;
 esac
 "#;
@@ -91,6 +101,22 @@ fn start_node(sb: &Sandbox, images: &Path) -> Node {
     Node { child, log }
 }
 
+/// A fresh work directory `/tmp/ksb-<what>-<pid>`, the test tool in an image directory of the
+/// sandbox, and a node running it.
+fn work_and_node(sb: &Sandbox, what: &str) -> (PathBuf, Node) {
+    let work = PathBuf::from(format!("/tmp/ksb-{what}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    let images = sb.dir.path().join("image");
+    std::fs::create_dir_all(&images).unwrap();
+    let tool = images.join("tool");
+    let w = work.display().to_string();
+    std::fs::write(&tool, TOOL.replace("/@WORK@", &w).replace("@WORK@", &w)).unwrap();
+    Command::new("chmod").arg("+x").arg(&tool).status().unwrap();
+    let node = start_node(sb, &images);
+    (work, node)
+}
+
 fn get_pod(sb: &Sandbox, name: &str) -> Option<Value> {
     let out = sb.kubectl(&["get", "pod", name, "-o", "json"]);
     out.status
@@ -113,16 +139,8 @@ fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) 
 #[test]
 fn host_network_pods_run_as_processes_with_volumes_tokens_rbac_probes_logs_and_restarts() {
     let sb = Sandbox::start();
-    let work = PathBuf::from(format!("/tmp/ksb-host-pods-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&work);
-    std::fs::create_dir_all(&work).unwrap();
-    let images = sb.dir.path().join("image");
-    std::fs::create_dir_all(&images).unwrap();
-    let tool = images.join("tool");
+    let (work, _node) = work_and_node(&sb, "host-pods");
     let w = work.display().to_string();
-    std::fs::write(&tool, TOOL.replace("/@WORK@", &w).replace("@WORK@", &w)).unwrap();
-    Command::new("chmod").arg("+x").arg(&tool).status().unwrap();
-    let _node = start_node(&sb, &images);
     wait_for("node Ready", Duration::from_secs(30), || {
         let out = sb.kubectl(&[
             "get",
@@ -262,5 +280,100 @@ fn host_network_pods_run_as_processes_with_volumes_tokens_rbac_probes_logs_and_r
         err.contains("Unauthorized") || err.contains("provide credentials"),
         "{err}"
     );
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+#[test]
+fn security_contexts_confine_container_processes() {
+    let sb = Sandbox::start();
+    // The image directory is private (a 0700 tempdir): a non-root container still starts.
+    let (work, _node) = work_and_node(&sb, "confined");
+    let w = work.display().to_string();
+    let pod = |name: &str, pod_sc: Value, sc: Value| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {
+            "nodeName": "node-h", "hostNetwork": true, "terminationGracePeriodSeconds": 1,
+            "securityContext": pod_sc,
+            "volumes": [{"name": "scratch", "emptyDir": {}}],
+            "containers": [{"name": "c", "image": "example.test/tools", "securityContext": sc,
+                "command": ["tool", "confined", format!("{w}/{name}-probe"), format!("{w}/{name}-scratch")],
+                "volumeMounts": [{"name": "scratch", "mountPath": format!("{w}/{name}-scratch")}]}]}})
+    };
+    let objects = [
+        // The controller's shape: not root, nothing kept, a read-only root.
+        pod(
+            "nonroot",
+            json!({"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532}),
+            json!({"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+                   "capabilities": {"drop": ["ALL"]}}),
+        ),
+        // The daemon's shape: root with a named set of capabilities.
+        pod(
+            "capped",
+            json!({}),
+            json!({"readOnlyRootFilesystem": true,
+                   "capabilities": {"drop": ["ALL"], "add": ["NET_ADMIN", "SYS_ADMIN", "SYS_PTRACE"]}}),
+        ),
+        pod("privileged", json!({}), json!({"privileged": true})),
+        pod("refused", json!({"runAsNonRoot": true}), json!({})),
+    ];
+    let docs: Vec<String> = objects.iter().map(Value::to_string).collect();
+    let file = sb.write("objects.yaml", &docs.join("\n---\n"));
+    sb.kubectl_ok(&["apply", "-f", file.to_str().unwrap()]);
+    let logs = |name: &str| {
+        wait_for(&format!("{name}'s output"), Duration::from_secs(60), || {
+            let out = sb.kubectl(&["logs", name]);
+            let s = String::from_utf8_lossy(&out.stdout).into_owned();
+            s.contains("end").then_some(s)
+        })
+    };
+    let nonroot = logs("nonroot");
+    for want in [
+        "uid=65532 gid=65532",
+        "CapEff:0000000000000000",
+        "CapBnd:0000000000000000",
+        "NoNewPrivs:1",
+        "emptydir=rw",
+        "token=readable",
+    ] {
+        assert!(nonroot.contains(want), "{want} in {nonroot}");
+    }
+    let capped = logs("capped");
+    // NET_ADMIN (12), SYS_PTRACE (19), SYS_ADMIN (21).
+    let mask = format!("{:016x}", (1u64 << 12) | (1 << 19) | (1 << 21));
+    for want in [
+        "uid=0 gid=0".to_string(),
+        format!("CapEff:{mask}"),
+        format!("CapBnd:{mask}"),
+        "NoNewPrivs:0".into(),
+        "root=ro".into(),
+        "emptydir=rw".into(),
+    ] {
+        assert!(capped.contains(&want), "{want} in {capped}");
+    }
+    let privileged = logs("privileged");
+    assert!(!privileged.contains("root=ro"), "{privileged}");
+    assert!(
+        !privileged.contains("CapBnd:0000000000000000") && !privileged.contains(&format!("CapBnd:{mask}")),
+        "{privileged}"
+    );
+    // runAsNonRoot without a user: refused with kubelet's words, never started.
+    let refused = wait_for("refused's waiting reason", Duration::from_secs(30), || {
+        let p = get_pod(&sb, "refused")?;
+        let w = p["status"]["containerStatuses"][0]["state"]["waiting"].clone();
+        (w["reason"] == "CreateContainerConfigError").then_some(w)
+    });
+    assert_eq!(
+        refused["message"], "container has runAsNonRoot and image will run as root",
+        "{refused}"
+    );
+    assert!(
+        !work.join("capped-probe").exists(),
+        "a read-only root was written"
+    );
+    assert!(
+        work.join("privileged-probe").exists(),
+        "a writable root was not written"
+    );
+    sb.kubectl_ok(&["delete", "pod", "--all", "--wait=true", "--timeout=60s"]);
     let _ = std::fs::remove_dir_all(&work);
 }

@@ -134,6 +134,105 @@ async fn octavia_down_is_retried_with_events_then_converges_and_error_is_recreat
     assert_eq!(fake.load_balancers().len(), 1);
 
     // Deletion: the load balancer goes, then the finalizer.
+    delete_and_wait(&klbs).await;
+    assert!(fake.load_balancers().is_empty(), "{:?}", fake.load_balancers());
+    let lb_list = fake.list_load_balancers(&Default::default()).await.expect("list");
+    assert!(lb_list.is_empty());
+    handler.abort();
+}
+
+/// A KuryrLoadBalancer whose status names another cluster's load balancer (a CR copied from
+/// another cluster, or written by hand): that load balancer is never used, changed or deleted,
+/// and the Service gets one of its own, tagged as ours; also when another cluster's load
+/// balancer has the name ours would have.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_clusters_load_balancer_named_by_a_status_is_never_used_or_deleted() {
+    let env = sandbox().await;
+    install_crds_and_ns(&env.client).await;
+    let (cfg, _) = kuryr_config::from_strs(
+        &[("t.conf", "[neutron_defaults]\ncluster_tag = kuryr-cluster=ours\n")],
+        kuryr_config::Role::Any,
+        &|_| None,
+    )
+    .expect("config");
+    let ctx = Arc::new(kuryr_controller::Context::new(
+        env.client.clone(),
+        Arc::new(cfg),
+        1,
+    ));
+    let fake = Arc::new(FakeOctavia::new());
+    let theirs = |name: &str| kuryr_openstack::octavia::LbCreate {
+        name: name.into(),
+        description: "another cluster's".into(),
+        project_id: "proj".into(),
+        vip_subnet_id: "svc-subnet".into(),
+        vip_address: Some("10.96.0.10".into()),
+        provider: Some("ovn".into()),
+        tags: vec!["kuryr-cluster=theirs".into()],
+        listeners: vec![],
+    };
+    let recorded = fake
+        .create_load_balancer(&theirs("theirs/web"))
+        .await
+        .expect("theirs");
+    // Named as ours would be (same namespace and Service name in the other cluster).
+    let same_name = fake
+        .create_load_balancer(&theirs(&format!("{NS}/web")))
+        .await
+        .expect("same name");
+    let klbs: Api<KuryrLoadBalancer> = Api::namespaced(env.client.clone(), NS);
+    klbs.create(&PostParams::default(), &klb())
+        .await
+        .expect("create KLB");
+    // The status names theirs before the handler first sees the KLB.
+    let st = serde_json::json!({"status": {"loadbalancer": {
+        "id": recorded.id, "name": recorded.name, "ip": "10.96.0.10", "subnet_id": "svc-subnet",
+        "project_id": "proj", "provider": "ovn", "port_id": "vip-port", "security_groups": []}}});
+    // (No status subresource on this CRD, as upstream's.)
+    klbs.patch("web", &Default::default(), &kube::api::Patch::Merge(&st))
+        .await
+        .expect("status");
+    assert_eq!(
+        klbs.get("web")
+            .await
+            .expect("klb")
+            .status
+            .and_then(|s| s.loadbalancer)
+            .map(|l| l.id),
+        Some(recorded.id.clone())
+    );
+    let neutron = Arc::new(kuryr_openstack::fake::FakeNeutron::new());
+    let handler = tokio::spawn(kuryrloadbalancer::run_with(ctx, fake.clone(), neutron, None));
+    let ours = wait_for(
+        "a load balancer of our own",
+        Duration::from_secs(30),
+        async || {
+            let k = klbs.get("web").await.ok()?;
+            let id = k.status?.loadbalancer?.id;
+            (id != recorded.id && id != same_name.id && !id.is_empty()).then_some(id)
+        },
+    )
+    .await;
+    let lbs = fake.load_balancers();
+    let mine = lbs.iter().find(|l| l.id == ours).expect("ours exists");
+    assert!(mine.tags.contains(&"kuryr-cluster=ours".to_string()), "{mine:?}");
+    for id in [&recorded.id, &same_name.id] {
+        let l = lbs.iter().find(|l| &l.id == id).expect("theirs still there");
+        assert_eq!(l.tags, ["kuryr-cluster=theirs"], "{l:?}");
+    }
+    // Deleting ours deletes ours only.
+    delete_and_wait(&klbs).await;
+    let left: Vec<String> = fake.load_balancers().into_iter().map(|l| l.id).collect();
+    assert!(
+        left.contains(&recorded.id) && left.contains(&same_name.id),
+        "{left:?}"
+    );
+    assert!(!left.contains(&ours), "{left:?}");
+    handler.abort();
+}
+
+/// Deletes KLB `web` and waits until it is gone (its finalizer released).
+async fn delete_and_wait(klbs: &Api<KuryrLoadBalancer>) {
     klbs.delete("web", &DeleteParams::default())
         .await
         .expect("delete");
@@ -141,8 +240,4 @@ async fn octavia_down_is_retried_with_events_then_converges_and_error_is_recreat
         klbs.get_opt("web").await.ok()?.is_none().then_some(())
     })
     .await;
-    assert!(fake.load_balancers().is_empty(), "{:?}", fake.load_balancers());
-    let lb_list = fake.list_load_balancers(&Default::default()).await.expect("list");
-    assert!(lb_list.is_empty());
-    handler.abort();
 }

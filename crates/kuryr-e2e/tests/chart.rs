@@ -138,6 +138,22 @@ fn least_privilege_and_the_node_api_socket_are_rendered() {
         assert!(ctr["privileged"].is_null() && ctr["capabilities"]["add"].is_null());
         // The daemon: never the OpenStack credentials (it never talks to OpenStack).
         let d = object(&rendered, "DaemonSet", "kuryr-daemon");
+        // Not privileged: the named capabilities its binding needs, nothing else.
+        let dctr = &d["spec"]["template"]["spec"]["containers"][0]["securityContext"];
+        let names = |v: &serde_yaml::Value| -> Vec<String> {
+            v.as_sequence()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.as_str().map(str::to_string))
+                .collect()
+        };
+        assert_eq!(dctr["privileged"].as_bool(), Some(false), "{dctr:?}");
+        assert_eq!(names(&dctr["capabilities"]["drop"]), ["ALL"], "{dctr:?}");
+        assert_eq!(
+            names(&dctr["capabilities"]["add"]),
+            ["NET_ADMIN", "SYS_ADMIN", "SYS_PTRACE"],
+            "{dctr:?}"
+        );
         let dpod = &d["spec"]["template"]["spec"];
         let volumes = dpod["volumes"].as_sequence().expect("volumes");
         assert!(

@@ -169,6 +169,8 @@ impl PluginRunner {
                     working_dir: "/".into(),
                     netns: self.host_netns.clone(),
                     mounts: view.mounts(),
+                    // A runtime runs plugins unconfined, as root.
+                    security: Default::default(),
                 };
                 let path = view.spec_dir.join(format!(
                     "{}-{}-{}.json",

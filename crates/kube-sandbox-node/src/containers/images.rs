@@ -69,6 +69,59 @@ pub fn resolve(entry: &Entry, program: &str) -> Result<PathBuf, String> {
     ))
 }
 
+/// Where executables are unpacked for containers that do not run as root: a machine-wide store
+/// whose directories everyone may traverse, as a runtime's image store is (the table's
+/// directories may sit in a private build tree a non-root user cannot reach).
+pub const STORE: &str = "/var/lib/kube-sandbox/image-store";
+
+/// `program` as a user other than root can reach it: itself when every directory on its path
+/// may be traversed by others, otherwise a hard link to it (a copy across file systems) in
+/// `store`, named after the file's identity so that a rebuilt program gets a new name and
+/// concurrent nodes agree on one.
+pub fn stage_for_non_root(program: &Path, store: &Path) -> Result<PathBuf, String> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let reachable = program
+        .ancestors()
+        .skip(1)
+        .all(|d| std::fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0));
+    let meta = std::fs::metadata(program).map_err(|e| format!("{}: {e}", program.display()))?;
+    if reachable && meta.permissions().mode() & 0o005 == 0o005 {
+        return Ok(program.to_path_buf());
+    }
+    let name = program
+        .file_name()
+        .ok_or_else(|| format!("{} names no file", program.display()))?;
+    let dir = store.join(format!(
+        "{:x}-{:x}-{:x}",
+        meta.dev(),
+        meta.ino(),
+        meta.mtime_nsec() ^ meta.mtime()
+    ));
+    let staged = dir.join(name);
+    if staged.is_file() {
+        return Ok(staged);
+    }
+    let fail = |what: &str, e: std::io::Error| {
+        format!(
+            "staging {} in {}: {what}: {e}",
+            program.display(),
+            store.display()
+        )
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| fail("creating the directory", e))?;
+    for d in dir.ancestors().take_while(|d| d.starts_with(store)) {
+        let _ = std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755));
+    }
+    let tmp = dir.join(format!(".{}.{}", name.to_string_lossy(), std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    if std::fs::hard_link(program, &tmp).is_err() {
+        std::fs::copy(program, &tmp).map_err(|e| fail("copying", e))?;
+    }
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).map_err(|e| fail("chmod", e))?;
+    std::fs::rename(&tmp, &staged).map_err(|e| fail("renaming", e))?;
+    Ok(staged)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -104,5 +157,31 @@ mod tests {
         assert_eq!(resolve(&e, "/bin/sh").unwrap(), PathBuf::from("/bin/sh"));
         let err = resolve(&e, "nope").unwrap_err();
         assert!(err.contains("not found in image"), "{err}");
+    }
+
+    #[test]
+    fn programs_in_private_trees_are_staged_where_others_reach_them() {
+        use std::os::unix::fs::PermissionsExt;
+        let private = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let prog = private.path().join("tool");
+        std::fs::write(&prog, b"#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let store = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(store.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let staged = stage_for_non_root(&prog, store.path()).unwrap();
+        assert!(
+            staged.starts_with(store.path()) && staged.ends_with("tool"),
+            "{staged:?}"
+        );
+        assert_eq!(std::fs::read(&staged).unwrap(), b"#!/bin/sh\n");
+        assert_eq!(
+            stage_for_non_root(&prog, store.path()).unwrap(),
+            staged,
+            "staged once"
+        );
+        // A program others already reach is used where it is.
+        let sh = PathBuf::from("/bin/sh");
+        assert_eq!(stage_for_non_root(&sh, store.path()).unwrap(), sh);
     }
 }

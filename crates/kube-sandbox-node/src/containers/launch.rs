@@ -2,7 +2,9 @@
 //! `kube-sandbox run-container <spec>`, which — still single-threaded, before any runtime
 //! starts — enters the pod's network namespace, takes a private mount namespace with the
 //! container's volumes bind-mounted at their mount paths (read-only where asked), changes to the
-//! working directory, asks for SIGKILL when the node dies, starts its own session, and replaces
+//! working directory, asks for SIGKILL when the node dies, starts its own session, confines
+//! itself as the container's securityContext says ([`super::security`]: read-only root,
+//! `no_new_privs`, capability bounding and inheritable sets, user and group), and replaces
 //! itself with the container's command. The node waits on it as on any child.
 
 use std::{
@@ -15,6 +17,8 @@ use nix::{
     sched::{CloneFlags, setns, unshare},
 };
 use serde::{Deserialize, Serialize};
+
+use super::security::Security;
 
 /// One bind mount of a container.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,6 +46,9 @@ pub struct LaunchSpec {
     pub netns: Option<PathBuf>,
     /// Volume mounts, in the container's order.
     pub mounts: Vec<Mount>,
+    /// Its securityContext (default: unconfined, as the node's own helpers run).
+    #[serde(default)]
+    pub security: Security,
 }
 
 /// Why a container could not be started.
@@ -173,6 +180,61 @@ fn prepare(spec: &LaunchSpec) -> Result<(), LaunchError> {
             .map_err(sys(format!("making {} read-only", m.target.display())))?;
         }
     }
+    confine(&spec.security)
+}
+
+/// Applies `sec` to this process; what it keeps passes to the program it execs. Order matters:
+/// the mount before capabilities go, the capability sets while `CAP_SETPCAP` is still held, the
+/// user last (changing it needs `CAP_SETUID`, which the program may not keep).
+fn confine(sec: &Security) -> Result<(), LaunchError> {
+    if sec.read_only_root {
+        // A bind remount changes this namespace's mount only (never the file system itself);
+        // the flags the machine mounted it with are kept.
+        let st = nix::sys::statvfs::statvfs("/").map_err(sys("statvfs /"))?;
+        let mut flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
+        use nix::sys::statvfs::FsFlags;
+        for (f, m) in [
+            (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
+            (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
+            (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
+            (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
+            (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+            (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
+        ] {
+            if st.flags().contains(f) {
+                flags |= m;
+            }
+        }
+        mount(None::<&str>, "/", None::<&str>, flags, None::<&str>).map_err(sys("making / read-only"))?;
+    }
+    if sec.no_new_privs {
+        nix::sys::prctl::set_no_new_privs().map_err(sys("PR_SET_NO_NEW_PRIVS"))?;
+    }
+    if let Some(keep) = &sec.caps {
+        let keep: caps::CapsHashSet = keep.iter().filter_map(|c| c.parse().ok()).collect();
+        let cap_err = |step: &str, e: caps::errors::CapsError| LaunchError::Io {
+            step: step.to_string(),
+            source: std::io::Error::other(e.to_string()),
+        };
+        for c in caps::all().difference(&keep) {
+            // A capability newer than this kernel is not in its bounding set to begin with.
+            if caps::has_cap(None, caps::CapSet::Bounding, *c).unwrap_or(false) {
+                caps::drop(None, caps::CapSet::Bounding, *c)
+                    .map_err(|e| cap_err(&format!("dropping {c} from the bounding set"), e))?;
+            }
+        }
+        // Root's program gets (inheritable | bounding): exactly `keep`.
+        caps::set(None, caps::CapSet::Inheritable, &keep)
+            .map_err(|e| cap_err("setting the inheritable set", e))?;
+        caps::clear(None, caps::CapSet::Ambient).map_err(|e| cap_err("clearing the ambient set", e))?;
+    }
+    if sec.uid.is_some() || sec.gid.is_some() {
+        let gid = nix::unistd::Gid::from_raw(sec.gid.unwrap_or(0));
+        nix::unistd::setgroups(&[gid]).map_err(sys("setgroups"))?;
+        nix::unistd::setresgid(gid, gid, gid).map_err(sys(format!("setting the group {gid}")))?;
+        let uid = nix::unistd::Uid::from_raw(sec.uid.unwrap_or(0));
+        nix::unistd::setresuid(uid, uid, uid).map_err(sys(format!("setting the user {uid}")))?;
+    }
     Ok(())
 }
 
@@ -195,6 +257,7 @@ mod tests {
                 target: "/mnt".into(),
                 read_only: true,
             }],
+            security: Security::default(),
         };
         let p = dir.path().join("spec.json");
         std::fs::write(&p, serde_json::to_vec(&spec).unwrap()).unwrap();

@@ -8,7 +8,8 @@
 //! Knowingly different from a real kubelet: there is no image (the table maps an image to a
 //! directory of the machine's executables) and no root file system of the container's own (it
 //! sees the machine's, with its volumes mounted over it; missing mount points are created on
-//! the machine); no cgroups or resource limits; exec probes are not run (they pass); the
+//! the machine); the securityContext is applied as [`security`] says (capabilities, user and
+//! group, read-only root, `no_new_privs`; not seccomp); no cgroups or resource limits; exec probes are not run (they pass); the
 //! back-off starts at the node's `--sandbox-backoff-base` (1 s) instead of 10 s; containers are
 //! killed when the node process dies (kubelet's containers outlive it) and started again by the
 //! next node process.
@@ -17,6 +18,7 @@ pub mod env;
 pub mod images;
 pub mod launch;
 mod process;
+pub mod security;
 pub mod status;
 pub mod volumes;
 

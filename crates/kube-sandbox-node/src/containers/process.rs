@@ -17,7 +17,7 @@ use tokio::{sync::watch, task::JoinSet};
 use tracing::{debug, info, warn};
 
 use super::{
-    Shared, env, fetch_sources, images, launch, normal_event, pod_dir,
+    Shared, env, fetch_sources, images, launch, normal_event, pod_dir, security,
     status::{self, ContainerState, Phase, Terminated},
     volumes, warn_event,
 };
@@ -449,7 +449,12 @@ async fn spawn(
             ),
         ));
     };
-    let program = images::resolve(entry, &first).map_err(|m| ("CreateContainerError", m))?;
+    let security = security::of(&run.pod, c).map_err(|m| ("CreateContainerConfigError", m))?;
+    let mut program = images::resolve(entry, &first).map_err(|m| ("CreateContainerError", m))?;
+    if security.non_root() {
+        program = images::stage_for_non_root(&program, std::path::Path::new(images::STORE))
+            .map_err(|m| ("CreateContainerError", m))?;
+    }
     let mounts = volumes::mounts(c, &run.volumes).map_err(|m| ("CreateContainerConfigError", m))?;
     let spec = launch::LaunchSpec {
         program,
@@ -458,6 +463,7 @@ async fn spawn(
         working_dir: c.working_dir.clone().unwrap_or_else(|| "/".into()).into(),
         netns: ctx.cfg.host_netns.as_deref().map(netns::path),
         mounts,
+        security,
     };
     let spec_path = run.dir.join("specs").join(format!("{}.json", c.name));
     let log_path = container_log_path(&run.dir, &c.name, restarts);

@@ -178,6 +178,12 @@ pub fn prepare(
                         .get(&v.name)
                         .ok_or_else(|| fail("no ServiceAccount token was issued".into()))?;
                     write_file(&dir, &t.path, token.as_bytes(), 0o600.min(mode)).map_err(fail)?;
+                    // kubelet gives the token to the pod's one non-root user (no fsGroup here).
+                    if let Some(uid) = super::security::pod_user(pod) {
+                        let file = dir.join(safe_relative(&t.path)?);
+                        std::os::unix::fs::chown(&file, Some(uid), None)
+                            .map_err(|e| fail(format!("chown {}: {e}", file.display())))?;
+                    }
                 } else if let Some(cm) = &src.config_map {
                     write_object(
                         &dir,
@@ -209,7 +215,11 @@ pub fn prepare(
                     }
                 }
             }
-        } else if v.empty_dir.is_none() {
+        } else if v.empty_dir.is_some() {
+            // World-writable, as kubelet makes it: any user of the pod writes there.
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777))
+                .map_err(|e| fail(format!("chmod {}: {e}", dir.display())))?;
+        } else {
             return Err(fail("volume type not emulated (only hostPath, emptyDir, configMap, secret, downwardAPI, projected)".into()));
         }
         out.insert(v.name.clone(), dir);

@@ -426,6 +426,90 @@ pub async fn start(ctx: Arc<Context>) {
 mod tests {
     use super::*;
 
+    /// A status naming another cluster's group (or another cluster's group named like ours):
+    /// never taken, so its rules are never rewritten and it is never deleted with the policy;
+    /// our own and an untagged recorded one (upstream's, switched over) are.
+    #[tokio::test]
+    async fn another_clusters_group_is_never_taken() {
+        use kuryr_openstack::{SecurityGroupCreate, fake::FakeNeutron};
+        let fake = FakeNeutron::new();
+        let group = async |name: &str, tags: &[&str]| {
+            fake.create_security_group(&SecurityGroupCreate {
+                name: name.into(),
+                description: String::new(),
+                project_id: Some("proj".into()),
+                tags: tags.iter().map(|t| t.to_string()).collect(),
+            })
+            .await
+            .expect("group")
+            .id
+        };
+        let theirs = group("sg/x-deny", &["kuryr-cluster=theirs"]).await;
+        let untagged = group("sg/x-old", &[]).await;
+        let ours = group("sg/x-mine", &["kuryr-cluster=ours"]).await;
+        // Never contacted: the lookup only reads Neutron.
+        let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().expect("url")))
+            .expect("client");
+        let fake_arc: Arc<dyn Neutron> = Arc::new(fake.clone());
+        let h = KnpHandler {
+            client,
+            neutron: fake_arc.clone(),
+            pool: crate::pool::direct::Direct::new(
+                crate::pool::tests::settings(crate::pool::PoolMode::Noop),
+                fake_arc,
+            ),
+            settings: KnpSettings {
+                project_id: Some("proj".into()),
+                tags: vec!["kuryr-cluster=ours".into()],
+            },
+        };
+        let knp = |name: &str, recorded: Option<&str>| {
+            let mut k: KuryrNetworkPolicy = serde_json::from_value(serde_json::json!({
+                "apiVersion": "openstack.org/v1", "kind": "KuryrNetworkPolicy",
+                "metadata": {"namespace": "x", "name": name},
+                "spec": {"podSelector": {}, "policyTypes": ["Ingress"],
+                         "ingressSgRules": [], "egressSgRules": []}}))
+            .expect("knp");
+            if let Some(id) = recorded {
+                k.status = serde_json::from_value(serde_json::json!({
+                    "securityGroupId": id, "securityGroupRules": [], "podSelector": {}}))
+                .expect("status");
+            }
+            k
+        };
+        // Recorded: theirs refused, then not found by name either (its tags are not ours).
+        assert_eq!(
+            h.find_group(&knp("deny", Some(&theirs)), "x/deny")
+                .await
+                .expect("find"),
+            None
+        );
+        assert_eq!(
+            h.find_group(&knp("deny", None), "x/deny").await.expect("find"),
+            None
+        );
+        // Recorded and untagged: upstream's, taken over. Recorded and ours: ours.
+        assert_eq!(
+            h.find_group(&knp("old", Some(&untagged)), "x/old")
+                .await
+                .expect("find"),
+            Some(untagged.clone())
+        );
+        assert_eq!(
+            h.find_group(&knp("mine", None), "x/mine").await.expect("find"),
+            Some(ours)
+        );
+        // By name only, an untagged group is not proof enough.
+        assert_eq!(
+            h.find_group(&knp("old", None), "x/old").await.expect("find"),
+            None
+        );
+        assert!(
+            fake.security_groups().iter().any(|g| g.id == theirs),
+            "theirs is untouched"
+        );
+    }
+
     #[test]
     fn group_names_are_upstreams_and_fit_neutron() {
         assert_eq!(group_name("x", "deny"), "sg/x-deny");

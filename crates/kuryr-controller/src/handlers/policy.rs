@@ -8,6 +8,8 @@
 //! handlers and recomputed them fully.
 
 pub mod cluster;
+#[cfg(test)]
+mod fuzz;
 pub mod plan;
 
 use std::sync::Arc;

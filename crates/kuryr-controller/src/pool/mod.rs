@@ -40,7 +40,7 @@ pub mod settings;
 mod settle;
 pub mod source;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 #[cfg(test)]
 mod tests_coalesce;
 #[cfg(test)]

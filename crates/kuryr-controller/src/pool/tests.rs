@@ -17,7 +17,7 @@ use crate::{drivers::PodTarget, metrics::Metrics};
 
 pub(super) const TAG: &str = "kuryr-cluster=unit";
 
-pub(super) fn settings(mode: PoolMode) -> PoolSettings {
+pub(crate) fn settings(mode: PoolMode) -> PoolSettings {
     PoolSettings {
         mode,
         pool: PoolConfig {

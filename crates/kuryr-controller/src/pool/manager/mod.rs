@@ -14,7 +14,8 @@
 //! and security groups to what the pod drivers give a pod of `namespace` (default `default`).
 //! Unknown fields are refused ([`native`]).
 //!
-//! Errors are `{error: "..."}` with 400 (bad request) or 500/503 (Neutron).
+//! Errors are `{error: "..."}` with 400 (bad request) or 500/503 (Neutron). One request asks
+//! for at most [`MAX_POPULATE_PORTS`] ports a node and names at most [`MAX_TRUNKS`] nodes.
 //!
 //! Upstream's request bodies are accepted too ([`upstream`]), so its recipes and
 //! `subports.py`-style tools keep working: `populatePool`/`freePool` with `{"trunks": [...],
@@ -41,8 +42,16 @@ use tracing::{error, info};
 use super::VifPool;
 use crate::drivers::Drivers;
 
+#[cfg(test)]
+mod fuzz;
 mod native;
 mod upstream;
+
+/// The most ports one `populatePool` asks for on one node: a request body is no way to spend
+/// the project's port quota by accident (more takes several requests).
+pub const MAX_POPULATE_PORTS: u32 = 1000;
+/// The most nodes one upstream `populatePool` / `freePool` names.
+pub const MAX_TRUNKS: usize = 1000;
 
 pub use native::{FreeBody, ListQuery, ListRow, PopulateBody};
 

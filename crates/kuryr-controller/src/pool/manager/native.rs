@@ -145,8 +145,15 @@ pub async fn populate(m: &Manager, body: &Bytes) -> Response {
         Ok(b) => b,
         Err(e) => return bad_request(&format!("populatePool body: {e}")),
     };
-    if b.num_ports == Some(0) {
-        return bad_request("num_ports must be at least 1");
+    match b.num_ports {
+        Some(0) => return bad_request("num_ports must be at least 1"),
+        Some(n) if n > super::MAX_POPULATE_PORTS => {
+            return bad_request(&format!(
+                "num_ports {n} is more than one request may ask for ({}): send several",
+                super::MAX_POPULATE_PORTS
+            ));
+        }
+        _ => {}
     }
     let host = match node(m, b.host.take(), b.trunk.take()).await {
         Ok(Some(h)) => h,
@@ -159,7 +166,7 @@ pub async fn populate(m: &Manager, body: &Bytes) -> Response {
         Ok(t) => t,
         Err(r) => return r,
     };
-    let n = b.num_ports.unwrap_or(m.batch());
+    let n = b.num_ports.unwrap_or(m.batch()).min(super::MAX_POPULATE_PORTS);
     match m.source.populate(&host, &target, Some(n)).await {
         Ok(created) => Json(json!({
             "host": host,

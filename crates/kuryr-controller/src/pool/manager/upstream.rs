@@ -131,6 +131,9 @@ pub async fn populate(m: &Manager, req: TrunksRequest) -> Response {
     if req.trunks.is_empty() {
         return text(StatusCode::BAD_REQUEST, "Trunk port IP(s) missing.".into());
     }
+    if let Some(refusal) = too_big(&req) {
+        return text(StatusCode::BAD_REQUEST, refusal);
+    }
     let target = match default_target(m, "default").await {
         Ok(t) => t,
         Err(e) => {
@@ -166,8 +169,29 @@ pub async fn populate(m: &Manager, req: TrunksRequest) -> Response {
     )
 }
 
+/// Why a request is refused for its size (upstream set no bound).
+fn too_big(req: &TrunksRequest) -> Option<String> {
+    if req.trunks.len() > super::MAX_TRUNKS {
+        return Some(format!(
+            "{} trunks is more than one request may name ({})",
+            req.trunks.len(),
+            super::MAX_TRUNKS
+        ));
+    }
+    (req.num_ports == 0 || req.num_ports > super::MAX_POPULATE_PORTS).then(|| {
+        format!(
+            "num_ports {} is not between 1 and {}",
+            req.num_ports,
+            super::MAX_POPULATE_PORTS
+        )
+    })
+}
+
 /// `freePool` with upstream's body (no trunks: every pool).
 pub async fn free(m: &Manager, req: TrunksRequest) -> Response {
+    if req.trunks.len() > super::MAX_TRUNKS {
+        return text(StatusCode::BAD_REQUEST, too_big(&req).unwrap_or_default());
+    }
     if req.trunks.is_empty() {
         return match m.free_pools(None).await {
             Ok(_) => text(StatusCode::OK, "Ports pool belonging to all was freed.".into()),
