@@ -148,7 +148,19 @@ pub async fn connect_openstack(
     } else {
         None
     };
-    let neutron: Arc<dyn kuryr_openstack::Neutron> = Arc::new(real);
+    openstack_over(config, client, metrics, settings, Arc::new(real), octavia)
+}
+
+/// The drivers and the pool executor over `neutron` and `octavia` as given: the real clients
+/// ([`connect_openstack`]) or, for in-process scale tests, the fakes.
+pub fn openstack_over(
+    config: &Config,
+    client: kube::Client,
+    metrics: Arc<metrics::Metrics>,
+    settings: pool::PoolSettings,
+    neutron: Arc<dyn kuryr_openstack::Neutron>,
+    octavia: Option<Arc<dyn kuryr_openstack::Octavia>>,
+) -> Result<OpenStack, Error> {
     let drivers =
         drivers::Drivers::from_config(config, client.clone(), neutron.clone()).map_err(Error::Drivers)?;
     let pool = pool_source(settings, &neutron, metrics, &client);

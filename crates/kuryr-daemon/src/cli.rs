@@ -21,15 +21,13 @@ use tracing::{error, info, warn};
 use crate::{
     api_listener,
     binding::{NodeBindings, ovs::OvsBinding},
-    daemon::{Daemon, Settings},
-    health::{self, Health},
-    metrics::{self, Metrics},
+    health,
+    instance::NodeDaemon,
+    metrics,
     ovsdb::Ovsdb,
-    registry::Registry,
     server,
     state::{StateError, StateStore},
     uninstall::CniFiles,
-    watcher,
 };
 
 /// Command line of `kuryr-daemon` (oslo.config style options plus kuryr-rs additions).
@@ -212,33 +210,13 @@ pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
         node_bindings = node_bindings.with_vlan(config.binding.link_iface.clone());
     }
     let bindings: Arc<dyn crate::binding::Bindings> = Arc::new(node_bindings);
-    let bridge = config
-        .neutron_defaults
-        .ovs_bridge
-        .clone()
-        .filter(|b| !b.is_empty());
-    let registry = Arc::new(Registry::default());
-    let metrics = Arc::new(Metrics::default());
-    let health = Arc::new(Health::new(
-        config.cni_daemon.cni_failures_count,
-        registry.clone(),
-        bindings.clone(),
-        bridge.clone(),
-        client.clone(),
-    ));
-    let settings = Settings {
-        vif_timeout: config.cni_daemon.vif_annotation_timeout,
-        default_bridge: bridge,
-        network_device_mtu: config.neutron_defaults.network_device_mtu,
-        netns_proc_dir: config
-            .cni_daemon
-            .netns_proc_dir
-            .clone()
-            .filter(|_| config.cni_daemon.docker_mode),
-    };
-    let daemon = Arc::new(
-        Daemon::new(settings, registry.clone(), state, bindings, metrics.clone()).with_health(health.clone()),
+    let mut node_daemon = NodeDaemon::start(client.clone(), &node, &config, state, bindings);
+    let (daemon, health, metrics) = (
+        node_daemon.daemon.clone(),
+        node_daemon.health.clone(),
+        node_daemon.metrics.clone(),
     );
+    let watchers = std::mem::take(&mut node_daemon.watchers);
 
     let api_addr = args
         .bind_address
@@ -268,21 +246,10 @@ pub async fn run(args: &Args, config: Config) -> Result<(), Error> {
         let _ = rx.wait_for(|stop| *stop).await;
     });
     let mut tasks = vec![
-        serve(Listener::Tcp(health_l), health::router(health.clone())),
+        serve(Listener::Tcp(health_l), health::router(health)),
         serve(Listener::Tcp(metrics_l), metrics::router(metrics)),
     ];
-    tasks.push(tokio::spawn(watcher::watch_ports(
-        client.clone(),
-        node.clone(),
-        registry.clone(),
-        health.clone(),
-    )));
-    tasks.push(tokio::spawn(watcher::watch_pods(
-        client.clone(),
-        node,
-        registry,
-        health,
-    )));
+    tasks.extend(watchers);
     let result = tokio::select! {
         _ = &mut api_task => Err(Error::Stopped("the CNI API server")),
         _ = futures::future::select_all(tasks.iter_mut()) => Err(Error::Stopped("a server or watcher")),

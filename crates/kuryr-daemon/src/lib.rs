@@ -15,6 +15,7 @@ pub mod daemon;
 pub mod error;
 pub mod ethtool;
 pub mod health;
+pub mod instance;
 pub mod metrics;
 pub mod netlink;
 pub mod netns;

@@ -121,6 +121,32 @@ pub enum PluginFailure {
     NoMessage(String),
 }
 
+/// Runs one plugin of a network's chain. [`PluginRunner`] executes the plugin's executable, as
+/// a container runtime does; a hollow node (kubemark's idea: the node's logic without its
+/// machine) runs its plugins in-process.
+pub trait Plugins: Send + Sync {
+    /// Runs `plugin_type` for `command` with `stdin`; its stdout (a result) on success.
+    fn exec<'a>(
+        &'a self,
+        plugin_type: &'a str,
+        command: Command,
+        inv: &'a Invocation,
+        stdin: &'a Value,
+    ) -> futures::future::BoxFuture<'a, Result<Vec<u8>, PluginFailure>>;
+}
+
+impl Plugins for PluginRunner {
+    fn exec<'a>(
+        &'a self,
+        plugin_type: &'a str,
+        command: Command,
+        inv: &'a Invocation,
+        stdin: &'a Value,
+    ) -> futures::future::BoxFuture<'a, Result<Vec<u8>, PluginFailure>> {
+        Box::pin(PluginRunner::exec(self, plugin_type, command, inv, stdin))
+    }
+}
+
 impl PluginRunner {
     fn cni_path(&self) -> String {
         self.bin_dirs

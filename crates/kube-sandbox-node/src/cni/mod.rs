@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 pub use config::NetworkConfigList;
-pub use exec::{Command, HostView, Invocation, PluginFailure, PluginRunner};
+pub use exec::{Command, HostView, Invocation, PluginFailure, PluginRunner, Plugins};
 pub use result::CniResult;
 
 /// Errors of CNI operations.
@@ -58,7 +58,7 @@ pub enum Error {
 /// Runs ADD through every plugin of the list in order, chaining `prevResult`; returns the final
 /// result.
 pub async fn add_network(
-    runner: &PluginRunner,
+    runner: &dyn Plugins,
     list: &NetworkConfigList,
     inv: &Invocation,
 ) -> Result<CniResult, Error> {
@@ -85,7 +85,7 @@ pub async fn add_network(
 /// Runs DEL through every plugin of the list in reverse order, passing the cached result as
 /// `prevResult` when the version takes one.
 pub async fn del_network(
-    runner: &PluginRunner,
+    runner: &dyn Plugins,
     list: &NetworkConfigList,
     inv: &Invocation,
     cached: Option<&Value>,

@@ -18,7 +18,6 @@ use tokio::{net::TcpListener, task::JoinHandle};
 use tracing::{info, warn};
 
 use super::{Ctx, Error, exec};
-use crate::netns;
 
 /// Binds the endpoint on `127.0.0.1:<port>` (0: any free port); returns the port.
 pub async fn bind(port: u16) -> Result<(TcpListener, u16), Error> {
@@ -105,7 +104,7 @@ async fn exec_handler(
     if ws.selected_protocol().is_none() {
         return no_ws("none of the offered WebSocket sub-protocols is served");
     }
-    let path = netns::path(&rec.netns);
+    let path = ctx.netns_path(&rec.netns);
     let who = format!("{namespace}/{pod}");
     ws.on_upgrade(move |socket| exec::run(socket, path, req, who))
 }

@@ -41,7 +41,7 @@ use kube::Client;
 use tracing::{info, warn};
 
 use crate::{
-    cni::{self, PluginRunner},
+    cni::{self, PluginRunner, Plugins},
     events::Recorder,
     netns,
     state::{self, SandboxRecord, State},
@@ -282,7 +282,9 @@ pub(crate) struct Ctx {
     pub cfg: NodeConfig,
     pub store: state::Store,
     pub state: Mutex<State>,
-    pub runner: PluginRunner,
+    pub runner: Arc<dyn Plugins>,
+    /// A hollow node's directory of placeholder namespace files (`None`: real namespaces).
+    pub hollow_netns: Option<PathBuf>,
     /// The CNI conf dir's network config, read again only when the dir changes.
     pub cni_conf: crate::cni::cache::ConfCache,
     pub recorder: Recorder,
@@ -290,6 +292,54 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
+    /// The path of network namespace `name` (a placeholder file on a hollow node).
+    pub fn netns_path(&self, name: &str) -> PathBuf {
+        match &self.hollow_netns {
+            Some(dir) => dir.join(name),
+            None => netns::path(name),
+        }
+    }
+
+    /// Whether namespace `name` exists.
+    pub fn netns_exists(&self, name: &str) -> bool {
+        self.netns_path(name).exists()
+    }
+
+    /// Creates namespace `name` (a hollow node makes its placeholder file).
+    pub async fn create_netns(&self, name: &str) -> Result<(), netns::Error> {
+        let Some(dir) = &self.hollow_netns else {
+            return netns::create(name).await;
+        };
+        let path = dir.join(name);
+        let made = std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&path, b""));
+        made.map_err(|source| netns::Error::Create {
+            path,
+            step: "placeholder file",
+            source,
+        })
+    }
+
+    /// Deletes namespace `name` (idempotent).
+    pub async fn delete_netns(&self, name: &str) -> Result<(), netns::Error> {
+        let Some(dir) = &self.hollow_netns else {
+            return netns::delete(name).await;
+        };
+        let path = dir.join(name);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(netns::Error::Delete {
+                path,
+                step: "placeholder file",
+                source: e,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether pods get responders (not on a hollow node: nothing listens there).
+    pub fn responders(&self) -> bool {
+        self.hollow_netns.is_none()
+    }
+
     /// Records a sandbox (new or changed) and persists its record.
     pub fn put_record(&self, rec: &SandboxRecord) -> Result<(), Error> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -422,6 +472,28 @@ pub async fn run_node(
     cfg: NodeConfig,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), Error> {
+    run_node_with(client, cfg, None, shutdown).await
+}
+
+/// What a hollow node runs instead of its machine (kubemark's hollow kubelet): its pods'
+/// network namespaces are placeholder files, its CNI plugins run in-process, nothing listens
+/// in a pod. Everything else — registration, leases, the pod watch, sandboxes and their records,
+/// CNI config, chaining and result caching, pod status, deletion — is the node's own code.
+#[derive(Clone)]
+pub struct Hollow {
+    /// Runs the plugins of the network's chain.
+    pub plugins: Arc<dyn Plugins>,
+    /// Where the placeholder namespace files are made.
+    pub netns_dir: PathBuf,
+}
+
+/// [`run_node`], hollow when `hollow` says so.
+pub async fn run_node_with(
+    client: Client,
+    cfg: NodeConfig,
+    hollow: Option<Hollow>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), Error> {
     let store = state::Store::new(&cfg.state_dir);
     let st = store.load().map_err(|source| Error::LoadState { source })?;
     let (kubelet_listener, kubelet_port) = kubelet::bind(cfg.kubelet_port).await?;
@@ -448,8 +520,9 @@ pub async fn run_node(
             forwarders.push(forward::start(ns, target).await?);
         }
     }
-    let ctx = Arc::new(Ctx {
-        runner: PluginRunner {
+    let runner: Arc<dyn Plugins> = match &hollow {
+        Some(h) => h.plugins.clone(),
+        None => Arc::new(PluginRunner {
             bin_dirs: cfg.cni_bin_dirs.clone(),
             host_netns: cfg.host_netns.as_deref().map(netns::path),
             timeout: cfg.cni_timeout,
@@ -458,7 +531,11 @@ pub async fn run_node(
                 host_paths: cfg.host_paths.clone(),
                 spec_dir: cfg.state_dir.join("cni-specs"),
             }),
-        },
+        }),
+    };
+    let ctx = Arc::new(Ctx {
+        runner,
+        hollow_netns: hollow.map(|h| h.netns_dir),
         cni_conf: Default::default(),
         recorder: Recorder::new(client.clone(), "kubelet", Some(&cfg.name)),
         client: client.clone(),

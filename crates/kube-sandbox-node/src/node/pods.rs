@@ -26,7 +26,6 @@ use super::{
 use crate::{
     containers::{self, HostPod},
     events::{EventType, reference},
-    netns,
     state::SandboxRecord,
 };
 
@@ -128,7 +127,7 @@ fn dispatch(
     records.sort_by(|a, b| b.started.cmp(&a.started));
     let adopt_idx = records
         .iter()
-        .position(|r| r.started.is_some() && r.network.is_some() && netns::exists(&r.netns));
+        .position(|r| r.started.is_some() && r.network.is_some() && ctx.netns_exists(&r.netns));
     let adopt = adopt_idx.map(|i| records.remove(i));
     for rec in records {
         spawn_gc(ctx, rec);
@@ -176,12 +175,12 @@ async fn worker(ctx: Arc<Ctx>, mut rx: watch::Receiver<Option<Arc<Pod>>>, adopt:
     if let Some(rec) = adopt {
         let pod = rx.borrow().clone();
         if let Some(pod) = pod {
-            match sandbox::start_responders(&pod, &rec).await {
-                Ok(r) => {
+            match sandbox::start_responders(&ctx, &pod, &rec).await {
+                Ok(responders) => {
                     info!(pod = %rec.name, namespace = %rec.namespace, sandbox = %rec.sandbox_id, "adopted sandbox");
                     running = Some(Running {
                         record: rec,
-                        responders: Some(r),
+                        responders,
                     });
                 }
                 Err(e) => {

@@ -108,9 +108,9 @@ pub fn capability_args(pod: &Pod) -> Map<String, Value> {
     caps
 }
 
-fn invocation(rec: &SandboxRecord, args: String, caps: Map<String, Value>) -> Invocation {
+fn invocation(ctx: &Ctx, rec: &SandboxRecord, args: String, caps: Map<String, Value>) -> Invocation {
     // A namespace that is already gone is passed as empty (allowed for DEL by the spec).
-    let path = netns::path(&rec.netns);
+    let path = ctx.netns_path(&rec.netns);
     Invocation {
         container_id: rec.sandbox_id.clone(),
         netns: if path.exists() { path } else { PathBuf::new() },
@@ -120,8 +120,16 @@ fn invocation(rec: &SandboxRecord, args: String, caps: Map<String, Value>) -> In
     }
 }
 
-/// Starts the pod's responders inside its netns (binding happens on a helper thread).
-pub(crate) async fn start_responders(pod: &Pod, rec: &SandboxRecord) -> Result<responder::Responders, Error> {
+/// Starts the pod's responders inside its netns (binding happens on a helper thread); none on
+/// a hollow node.
+pub(crate) async fn start_responders(
+    ctx: &Ctx,
+    pod: &Pod,
+    rec: &SandboxRecord,
+) -> Result<Option<responder::Responders>, Error> {
+    if !ctx.responders() {
+        return Ok(None);
+    }
     let (tcp, udp) = declared_ports(pod);
     let path = netns::path(&rec.netns);
     let name = pod.name_any();
@@ -135,6 +143,7 @@ pub(crate) async fn start_responders(pod: &Pod, rec: &SandboxRecord) -> Result<r
         step: "start responders",
         source: netns::Error::Thread,
     })?
+    .map(Some)
     .map_err(|source| Error::Netns {
         step: "start responders",
         source,
@@ -183,16 +192,16 @@ pub(crate) async fn setup(ctx: &Arc<Ctx>, pod: &Pod) -> Result<Running, SetupErr
         result: None,
     };
     let result = async {
-        netns::create(&rec.netns)
+        ctx.create_netns(&rec.netns)
             .await
             .map_err(|source| other(Error::Netns { step: "create netns", source }))?;
         ctx.store
             .save_result(&cache)
             .map_err(|source| other(Error::SaveState { source }))?;
         let res = cni::add_network(
-            &ctx.runner,
+            &*ctx.runner,
             &list,
-            &invocation(&rec, args.clone(), cache.capability_args.clone()),
+            &invocation(ctx, &rec, args.clone(), cache.capability_args.clone()),
         )
             .await
             .map_err(|source| SetupError::Cni {
@@ -204,13 +213,13 @@ pub(crate) async fn setup(ctx: &Arc<Ctx>, pod: &Pod) -> Result<Running, SetupErr
             .save_result(&cache)
             .map_err(|source| other(Error::SaveState { source }))?;
         rec.pod_ips = res.pod_ips(&rec.ifname).iter().map(IpAddr::to_string).collect();
-        let responders = start_responders(pod, &rec).await.map_err(other)?;
+        let responders = start_responders(ctx, pod, &rec).await.map_err(other)?;
         rec.started = Some(crate::precise_now());
         ctx.put_record(&rec).map_err(other)?;
         info!(pod = %rec.name, namespace = %rec.namespace, sandbox = %sandbox_id, ips = ?rec.pod_ips, "sandbox ready");
         Ok(Running {
             record: rec.clone(),
-            responders: Some(responders),
+            responders,
         })
     }
     .await;
@@ -241,19 +250,26 @@ pub(crate) async fn teardown(ctx: &Ctx, rec: &SandboxRecord) -> Result<(), Error
             ),
         };
         if let Some(list) = list {
-            cni::del_network(&ctx.runner, &list, &invocation(rec, args, caps), prev.as_ref())
-                .await
-                .map_err(|source| Error::Cni {
-                    sandbox_id: rec.sandbox_id.clone(),
-                    source,
-                })?;
+            cni::del_network(
+                &*ctx.runner,
+                &list,
+                &invocation(ctx, rec, args, caps),
+                prev.as_ref(),
+            )
+            .await
+            .map_err(|source| Error::Cni {
+                sandbox_id: rec.sandbox_id.clone(),
+                source,
+            })?;
         }
         ctx.store.remove_result(net, &rec.sandbox_id, &rec.ifname);
     }
-    netns::delete(&rec.netns).await.map_err(|source| Error::Netns {
-        step: "delete netns",
-        source,
-    })?;
+    ctx.delete_netns(&rec.netns)
+        .await
+        .map_err(|source| Error::Netns {
+            step: "delete netns",
+            source,
+        })?;
     ctx.forget_record(&rec.sandbox_id)?;
     info!(pod = %rec.name, namespace = %rec.namespace, sandbox = %rec.sandbox_id, "sandbox removed");
     Ok(())

@@ -4,17 +4,16 @@
 //! set of drivers, chosen by VIF class, plus what STATUS and ADD ask of the datapath as a whole.
 //! [`NodeBindings`] is the real set — the Open vSwitch veth binding ([`ovs`]) for
 //! `VIFOpenVSwitch`, on a VM node the nested bindings ([`vlan`]) for `VIFVlanNested` and
-//! `VIFMacvlanNested` — and
-//! `fake::FakeBindings` (tests) records calls so that the CNI verbs are unit-tested without
+//! `VIFMacvlanNested` —, and [`record::RecordingBindings`], which wires nothing and records
+//! what it was asked: hollow nodes run on it, and the CNI verbs are unit-tested with it without
 //! namespaces, netlink or OVS.
 //!
 //! The traits return boxed futures so that they stay dyn-compatible: the daemon holds an
 //! `Arc<dyn Bindings>`; one allocation per call is nothing next to netlink and OVSDB.
 
-#[cfg(test)]
-pub mod fake;
 pub mod ovs;
 mod pod_end;
+pub mod record;
 pub mod spec;
 pub mod vlan;
 

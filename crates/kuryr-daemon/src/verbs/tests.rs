@@ -1,4 +1,4 @@
-//! Every CNI verb through the recording fake binding: no namespaces, netlink or OVS.
+//! Every CNI verb through the recording binding: no namespaces, netlink or OVS.
 
 use std::{sync::Arc, time::Duration};
 
@@ -9,7 +9,7 @@ use kuryr_types::{
 };
 
 use crate::{
-    binding::fake::FakeBindings,
+    binding::record::RecordingBindings,
     daemon::{Daemon, OpError, Settings},
     metrics::Metrics,
     registry::{PodRecord, PortRecord, Registry, Source},
@@ -21,7 +21,7 @@ const PORT: &str = "3e5f2a1b-7c8d-4e9f-a0b1-c2d3e4f5a6b7";
 
 struct Fixture {
     daemon: Daemon,
-    fake: Arc<FakeBindings>,
+    fake: Arc<RecordingBindings>,
     registry: Arc<Registry>,
     // The "namespace" the calls name: any existing path will do for the fake.
     netns: tempfile::NamedTempFile,
@@ -62,7 +62,7 @@ fn fixture_timed(synced: bool, vif_timeout: Duration) -> Fixture {
             registry.relist_done(src);
         }
     }
-    let fake = FakeBindings::new();
+    let fake = RecordingBindings::new(Duration::ZERO, None);
     let settings = Settings {
         vif_timeout,
         default_bridge: Some("br-int".into()),
@@ -128,7 +128,7 @@ impl Fixture {
 }
 
 fn ops(f: &Fixture) -> Vec<&'static str> {
-    f.fake.calls().into_iter().map(|c| c.0).collect()
+    f.fake.recent().into_iter().map(|c| c.op).collect()
 }
 
 #[tokio::test]
@@ -137,11 +137,11 @@ async fn add_wires_every_vif_records_it_and_returns_the_default_vif() {
     f.pod_with_vif(true);
     let v = f.daemon.add(&f.call("c1")).await.expect("ADD");
     assert_eq!(v["versioned_object.data"]["id"], PORT, "{v}");
-    let calls = f.fake.calls();
+    let calls = f.fake.recent();
     assert_eq!(calls.len(), 1);
-    assert_eq!(calls[0].0, "connect");
-    assert_eq!(calls[0].1, "eth0");
-    assert_eq!(calls[0].2, "tap3e5f2a1b-7c");
+    assert_eq!(calls[0].op, "connect");
+    assert_eq!(calls[0].ifname, "eth0");
+    assert_eq!(calls[0].host_dev, "tap3e5f2a1b-7c");
     let a = f.daemon.state.get("c1").expect("attachment recorded");
     assert_eq!((a.pod_uid.as_str(), a.vifs.len()), ("uid-1", 1));
 }
@@ -187,7 +187,7 @@ async fn add_without_a_kuryrport_times_out_and_wires_nothing() {
     let f = fixture();
     let e = f.daemon.add(&f.call("c1")).await.expect_err("no KuryrPort");
     assert!(matches!(e, OpError::KuryrPortTimeout { .. }), "{e}");
-    assert!(f.fake.calls().is_empty());
+    assert!(f.fake.recent().is_empty());
     assert!(f.daemon.state.get("c1").is_none());
 }
 
@@ -215,7 +215,7 @@ async fn add_of_a_missing_namespace_is_refused() {
     call.netns = "/nonexistent/netns".into();
     let e = f.daemon.add(&call).await.expect_err("no netns");
     assert!(matches!(e, OpError::NoNetns(_)));
-    assert!(f.fake.calls().is_empty());
+    assert!(f.fake.recent().is_empty());
 }
 
 #[tokio::test]
