@@ -22,6 +22,7 @@ pub mod rbac;
 pub mod registry;
 pub mod serve;
 pub mod store;
+pub mod topics;
 pub mod watch;
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};

@@ -1,10 +1,13 @@
 //! The in-memory object store: objects per resource in `(namespace, name)` order, one monotonic
-//! resourceVersion counter, the bounded watch-history ring and the broadcast of committed events
-//! (each serialized once, shared by every watcher).
+//! resourceVersion counter, the bounded watch-history ring and the fan-out of committed events
+//! by topic ([`crate::topics`]; each event serialized once, shared by every watcher).
 
 use std::{
     collections::{BTreeMap, HashMap, VecDeque},
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
 };
 
 use bytes::Bytes;
@@ -12,7 +15,12 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use crate::{defaults::Allocs, meta, registry::ResKey};
+use crate::{
+    defaults::Allocs,
+    meta,
+    registry::ResKey,
+    topics::{Topic, Topics},
+};
 
 /// Watch event types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,6 +92,8 @@ pub struct Inner {
     pub lifecycle_dirty: bool,
     /// The log every committed change is appended to (`--data-dir`).
     wal: Option<crate::persist::Wal>,
+    /// The watchers' channels.
+    topics: Topics,
 }
 
 impl Inner {
@@ -249,20 +259,18 @@ impl Inner {
     }
 }
 
-/// The store: one lock, one counter, one broadcast.
+/// The store: one lock, one counter, the watchers' topics.
 #[derive(Debug)]
 pub struct Store {
     inner: Mutex<Inner>,
-    tx: broadcast::Sender<Arc<WatchEvent>>,
+    /// The resourceVersion of the last commit whose events have all been sent (bookmarks of
+    /// watchers of quiet topics advance with it).
+    latest: Arc<AtomicU64>,
 }
-
-/// Capacity of the broadcast queue; a watcher further behind than this is closed.
-pub const BROADCAST_CAPACITY: usize = 16 * 1024;
 
 impl Store {
     /// An empty store keeping `history_cap` events for watches.
     pub fn new(history_cap: usize, allocs: Allocs) -> Self {
-        let (tx, _) = broadcast::channel(BROADCAST_CAPACITY);
         Self {
             inner: Mutex::new(Inner {
                 rv: 0,
@@ -274,9 +282,15 @@ impl Store {
                 allocs,
                 lifecycle_dirty: false,
                 wal: None,
+                topics: Topics::default(),
             }),
-            tx,
+            latest: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// The resourceVersion every sent event is at most (see [`Store::write`]).
+    pub fn latest(&self) -> Arc<AtomicU64> {
+        self.latest.clone()
     }
 
     /// Runs `f` with read access.
@@ -300,10 +314,13 @@ impl Store {
                 tracing::error!(error = %e, "appending to the data dir's log failed: these changes will not survive a restart");
             }
         }
-        for ev in g.pending.drain(..) {
-            // No receivers is fine.
-            let _ = self.tx.send(ev);
+        let Inner {
+            pending, topics, rv, ..
+        } = &mut *g;
+        for ev in pending.drain(..) {
+            topics.dispatch(&ev);
         }
+        self.latest.store(*rv, Ordering::Release);
         if g.wal.as_ref().is_some_and(crate::persist::Wal::wants_compaction) {
             g.compact();
         }
@@ -337,10 +354,11 @@ impl Store {
     /// or seen twice between `f`'s snapshot and the subscription.
     pub fn subscribe_with<T>(
         &self,
+        topic: Topic,
         f: impl FnOnce(&Inner) -> T,
     ) -> (broadcast::Receiver<Arc<WatchEvent>>, T) {
-        let g = self.inner.lock();
-        let rx = self.tx.subscribe();
+        let mut g = self.inner.lock();
+        let rx = g.topics.subscribe(topic);
         let out = f(&g);
         (rx, out)
     }
@@ -406,7 +424,13 @@ mod tests {
     #[test]
     fn delete_event_carries_new_rv() {
         let s = store(10);
-        let (mut rx, _) = s.subscribe_with(|_| ());
+        let (mut rx, _) = s.subscribe_with(
+            Topic {
+                key: key(),
+                shard: None,
+            },
+            |_| (),
+        );
         s.write(|t| {
             t.put(&key(), cm("a", "x"));
             t.remove(&key(), "a", "x");

@@ -1,7 +1,8 @@
 //! Watches: start from a snapshot (synthetic ADDED), from a resourceVersion in the history ring
-//! (410 Expired when too old), or from now; then per-watcher filtering of the shared broadcast
-//! (selector transitions become ADDED/DELETED), bookmarks, timeouts, and closing watchers that
-//! fall too far behind.
+//! (410 Expired when too old), or from now; then per-watcher filtering of its topic's events
+//! ([`crate::topics`]: its resource, or one value of an attribute its selector requires; selector
+//! transitions become ADDED/DELETED), bookmarks, timeouts, and closing watchers that fall too far
+//! behind.
 
 use std::{borrow::Cow, convert::Infallible, sync::Arc, time::Duration};
 
@@ -155,7 +156,11 @@ pub fn serve(app: &Arc<App>, r: &Req) -> ApiResult<Response> {
         filter,
     };
     let key = w.key.clone();
-    let (rx, start) = app.store.subscribe_with(|t| {
+    let topic = crate::topics::Topic {
+        key: key.clone(),
+        shard: w.filter.shard(),
+    };
+    let (rx, start) = app.store.subscribe_with(topic, |t| {
         if initial {
             let objs = t
                 .list(&key, w.ns.as_deref())
@@ -180,9 +185,12 @@ pub fn serve(app: &Arc<App>, r: &Req) -> ApiResult<Response> {
         rx,
         start,
         tx,
-        bookmarks,
-        initial_bookmark,
-        interval,
+        Bookmarks {
+            on: bookmarks,
+            initial: initial_bookmark,
+            interval,
+            latest: app.store.latest(),
+        },
         timeout,
     ));
     let resp = Response::builder()
@@ -204,17 +212,34 @@ async fn flush(tx: &Tx, buf: &mut BytesMut) -> bool {
     tx.send(Ok(buf.split().freeze())).await.is_ok()
 }
 
-#[allow(clippy::too_many_arguments)]
+/// A watch's bookmarks: asked for, the initial-events-end one, how often, and the store's
+/// latest sent resourceVersion (a quiet topic's bookmarks advance with the whole store).
+struct Bookmarks {
+    on: bool,
+    initial: bool,
+    interval: Duration,
+    latest: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// Renders `e` into `buf` when it is newer than `last_rv`.
+fn take(w: &Watcher, e: &WatchEvent, last_rv: &mut u64, buf: &mut BytesMut) {
+    if e.rv > *last_rv {
+        *last_rv = e.rv;
+        if let Some(l) = w.render(e) {
+            buf.extend_from_slice(&l);
+        }
+    }
+}
+
 async fn run(
     w: Watcher,
     mut rx: broadcast::Receiver<Arc<WatchEvent>>,
     start: Start,
     tx: Tx,
-    bookmarks: bool,
-    initial_bookmark: bool,
-    interval: Duration,
+    marks: Bookmarks,
     timeout: Option<Duration>,
 ) {
+    let (bookmarks, initial_bookmark, interval) = (marks.on, marks.initial, marks.interval);
     let mut buf = BytesMut::new();
     let mut last_rv = match start {
         Start::Expired(rv, oldest) => {
@@ -269,14 +294,7 @@ async fn run(
                 let mut next = Some(ev);
                 while let Some(ev) = next.take() {
                     match ev {
-                        Ok(e) => {
-                            if e.rv > last_rv {
-                                last_rv = e.rv;
-                                if let Some(l) = w.render(&e) {
-                                    buf.extend_from_slice(&l);
-                                }
-                            }
-                        }
+                        Ok(e) => take(&w, &e, &mut last_rv, &mut buf),
                         Err(broadcast::error::RecvError::Lagged(n)) => {
                             warn!(resource = %w.info.plural, skipped = n, "watcher too slow, closing");
                             let _ = flush(&tx, &mut buf).await;
@@ -300,7 +318,23 @@ async fn run(
                 }
             }
             _ = tick.tick(), if bookmarks => {
-                if tx.send(Ok(w.bookmark(last_rv, false))).await.is_err() {
+                // Every event up to `latest` was in this watcher's channel before `latest` was
+                // published: taken first, the bookmark may then say `latest`.
+                let latest = marks.latest.load(std::sync::atomic::Ordering::Acquire);
+                loop {
+                    match rx.try_recv() {
+                        Ok(e) => take(&w, &e, &mut last_rv, &mut buf),
+                        Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                            warn!(resource = %w.info.plural, skipped = n, "watcher too slow, closing");
+                            let _ = flush(&tx, &mut buf).await;
+                            return;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                last_rv = last_rv.max(latest);
+                buf.extend_from_slice(&w.bookmark(last_rv, false));
+                if !flush(&tx, &mut buf).await {
                     return;
                 }
             }

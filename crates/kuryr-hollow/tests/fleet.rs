@@ -22,8 +22,11 @@ use kuryr_hollow::HollowNode;
 use kuryr_openstack::{Neutron, fake::FakeNeutron};
 use serde_json::json;
 
-const NODES: usize = 20;
-const PODS_PER_NODE: usize = 10;
+/// Nodes and pods a node (`HOLLOW_NODES`, `HOLLOW_PODS_PER_NODE` for a bigger run; CI's: 20 × 10).
+fn size() -> (usize, usize) {
+    let env = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    (env("HOLLOW_NODES", 20), env("HOLLOW_PODS_PER_NODE", 10))
+}
 
 async fn wait_for<T>(what: &str, timeout: Duration, mut f: impl AsyncFnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;
@@ -135,15 +138,16 @@ async fn hollow_nodes_run_the_daemon_for_every_pod() {
     let on_plug: kuryr_daemon::binding::record::OnPlug = Arc::new(move |port: &str| {
         plug_fake.activate(port);
     });
+    let (nodes_n, per_node) = size();
     let started = Instant::now();
     let cpu0 = cpu_s();
-    let nodes: Vec<HollowNode> = kuryr_hollow::fleet("hollow-", NODES, &root, Duration::ZERO)
+    let nodes: Vec<HollowNode> = kuryr_hollow::fleet("hollow-", nodes_n, &root, Duration::ZERO)
         .iter()
         .map(|s| HollowNode::start(client.clone(), s, &config, Some(on_plug.clone())).expect("node"))
         .collect();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "scale");
     for n in &nodes {
-        for i in 0..PODS_PER_NODE {
+        for i in 0..per_node {
             let pod: Pod = serde_json::from_value(json!({
                 "metadata": {"name": format!("{}-p{i}", n.name), "namespace": "scale"},
                 "spec": {"nodeName": n.name, "containers": [{"name": "c", "image": "busybox"}]}
@@ -154,8 +158,9 @@ async fn hollow_nodes_run_the_daemon_for_every_pod() {
                 .expect("create pod");
         }
     }
-    let total = NODES * PODS_PER_NODE;
-    wait_for("every pod Ready", Duration::from_secs(180), async || {
+    let total = nodes_n * per_node;
+    let limit = Duration::from_secs(180).max(Duration::from_millis(100) * total as u32);
+    wait_for("every pod Ready", limit, async || {
         let l = pods.list(&ListParams::default()).await.ok()?;
         (l.items.iter().filter(|p| ready(p)).count() == total).then_some(())
     })
@@ -185,8 +190,8 @@ async fn hollow_nodes_run_the_daemon_for_every_pod() {
         })
         .unwrap_or_default();
     println!(
-        "hollow nodes={NODES} pods={total} all_ready_s={:.1} process_cpu_s={cpu:.1} peak_rss_kib={rss_kib} \
-         (API server, controller handlers, fake Neutron and {NODES} hollow nodes in one process)",
+        "hollow nodes={nodes_n} pods={total} all_ready_s={:.1} process_cpu_s={cpu:.1} peak_rss_kib={rss_kib} \
+         (API server, controller handlers, fake Neutron and the fleet in one process)",
         took.as_secs_f64()
     );
 

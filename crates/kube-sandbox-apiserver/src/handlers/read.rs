@@ -72,6 +72,30 @@ impl Filter {
         self.matches_view(obj)
     }
 
+    /// One value of one attribute the selector requires (its first field equality, else its
+    /// first single-valued label requirement): the watch topic that carries every event it can
+    /// match ([`crate::topics`]). None for selectors read through a view of the object.
+    pub fn shard(&self) -> Option<(crate::topics::Attr, String)> {
+        use crate::topics::Attr;
+        if self.field_view || self.events_v1 {
+            return None;
+        }
+        if let Some(f) = &self.field {
+            for path in f.fields() {
+                if let Some(v) = f.equals_value(path) {
+                    return Some((Attr::Field(path.to_string()), v.to_string()));
+                }
+            }
+        }
+        let l = self.label.as_ref()?;
+        l.requirements().iter().find_map(|r| match &r.op {
+            kube_sandbox_machinery::selectors::LabelOp::In(set) if set.len() == 1 => {
+                set.iter().next().map(|v| (Attr::Label(r.key.clone()), v.clone()))
+            }
+            _ => None,
+        })
+    }
+
     fn matches_view(&self, obj: &Value) -> bool {
         if let Some(l) = &self.label {
             if !l.matches(obj) {
