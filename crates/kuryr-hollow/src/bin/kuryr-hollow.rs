@@ -6,6 +6,7 @@ use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::Context;
 use clap::Parser;
+use kube_sandbox_node::node::parse_duration;
 use kuryr_config::Role;
 use kuryr_hollow::HollowNode;
 use kuryr_runtime::args::{ConfigArgs, KubeArgs};
@@ -28,26 +29,11 @@ struct Args {
     #[arg(long, default_value = "/var/lib/kuryr-hollow")]
     state_dir: PathBuf,
     /// What each wiring takes (the real binding: a few ms).
-    #[arg(long, default_value = "0ms", value_parser = humantime_duration)]
+    #[arg(long, default_value = "0ms", value_parser = parse_duration)]
     wiring_delay: Duration,
     /// How often the fleet's summary is printed.
-    #[arg(long, default_value = "10s", value_parser = humantime_duration)]
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
     report_every: Duration,
-}
-
-fn humantime_duration(s: &str) -> Result<Duration, String> {
-    let (n, unit) = s
-        .find(|c: char| !c.is_ascii_digit())
-        .map_or((s, "s"), |i| (&s[..i], &s[i..]));
-    let n: u64 = n
-        .parse()
-        .map_err(|_| format!("{s:?}: expected e.g. 5ms, 2s, 1m"))?;
-    match unit {
-        "ms" => Ok(Duration::from_millis(n)),
-        "s" => Ok(Duration::from_secs(n)),
-        "m" => Ok(Duration::from_secs(n * 60)),
-        _ => Err(format!("{s:?}: the unit is ms, s or m")),
-    }
 }
 
 #[tokio::main]
