@@ -16,6 +16,7 @@ pub mod handlers;
 pub mod lifecycle;
 pub mod meta;
 pub mod openapi;
+pub mod owners;
 pub mod persist;
 pub mod protobuf;
 pub mod rbac;

@@ -2,11 +2,7 @@
 //! policies), removal side effects, and the background task that garbage-collects dependents,
 //! finishes foreground deletions, empties terminating namespaces and cleans up deleted CRDs.
 
-use std::{
-    collections::{HashMap, HashSet},
-    sync::Arc,
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
 use serde_json::{Value, json};
 use tracing::{debug, info};
@@ -200,24 +196,26 @@ pub fn remove_object(
 
 fn orphan_dependents(tx: &mut Inner, owner_uid: &str) {
     let mut changes = Vec::new();
-    for key in tx.keys() {
-        for o in tx.list(&key, None) {
-            if meta::owner_uids(o).iter().any(|(u, _)| u == owner_uid) {
-                let mut n = (**o).clone();
-                if let Some(refs) = n["metadata"]
-                    .get_mut("ownerReferences")
-                    .and_then(Value::as_array_mut)
-                {
-                    refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(owner_uid));
-                    if refs.is_empty() {
-                        if let Some(m) = n["metadata"].as_object_mut() {
-                            m.remove("ownerReferences");
-                        }
-                    }
+    for dep in tx.owners.dependents_of(owner_uid) {
+        let Some((key, ns, name)) = tx.owners.at(&dep).cloned() else {
+            continue;
+        };
+        let Some(o) = tx.get(&key, &ns, &name) else {
+            continue;
+        };
+        let mut n = (**o).clone();
+        if let Some(refs) = n["metadata"]
+            .get_mut("ownerReferences")
+            .and_then(Value::as_array_mut)
+        {
+            refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(owner_uid));
+            if refs.is_empty() {
+                if let Some(m) = n["metadata"].as_object_mut() {
+                    m.remove("ownerReferences");
                 }
-                changes.push((key.clone(), n));
             }
         }
+        changes.push((key, n));
     }
     for (key, n) in changes {
         tx.put(&key, n);
@@ -234,141 +232,148 @@ pub async fn run(app: Arc<App>, mut shutdown: tokio::sync::watch::Receiver<bool>
         }
         // Let a burst of deletes settle into one pass.
         tokio::time::sleep(Duration::from_millis(5)).await;
-        app.store.write(|tx| {
-            if std::mem::take(&mut tx.lifecycle_dirty) {
-                reconcile(&app, tx);
-            }
-        });
+        // A pass holds the store's lock for at most PASS_BUDGET objects, then lets writers in.
+        while app
+            .store
+            .write(|tx| std::mem::take(&mut tx.lifecycle_dirty) && reconcile(&app, tx))
+        {
+            tokio::task::yield_now().await;
+        }
     }
 }
 
-struct Entry {
-    key: ResKey,
-    ns: String,
-    name: String,
+/// How many queued objects one pass looks at before releasing the store's lock.
+const PASS_BUDGET: usize = 2048;
+
+type Entry = crate::owners::At;
+
+fn foreground_deleting(o: &Value) -> bool {
+    meta::is_deleting(o) && meta::finalizers(o).iter().any(|f| f == FOREGROUND)
 }
 
-/// A dependent: where it is, its owners (uid, blockOwnerDeletion), whether it is being deleted.
-type Dependent = (Entry, Vec<(String, bool)>, bool);
-
-/// One pass of garbage collection and cleanup.
-pub fn reconcile(app: &App, tx: &mut Inner) {
-    let mut by_uid: HashMap<String, Entry> = HashMap::new();
-    let mut dependents: Vec<Dependent> = Vec::new();
-    let mut foreground_owners: Vec<(Entry, String)> = Vec::new();
-    let mut terminating_ns: Vec<String> = Vec::new();
-    let mut deleted_crds: Vec<(String, ResKey)> = Vec::new();
-    for key in tx.keys() {
-        for o in tx.list(&key, None) {
-            let e = || Entry {
-                key: key.clone(),
-                ns: meta::namespace(o).to_string(),
-                name: meta::name(o).to_string(),
-            };
-            by_uid.insert(meta::uid_of(o).to_string(), e());
-            let owners = meta::owner_uids(o);
-            if !owners.is_empty() {
-                dependents.push((e(), owners, meta::is_deleting(o)));
-            }
-            if meta::is_deleting(o) {
-                if meta::finalizers(o).iter().any(|f| f == FOREGROUND) {
-                    foreground_owners.push((e(), meta::uid_of(o).to_string()));
-                }
-                if key.0.is_empty() && key.1 == "namespaces" {
-                    terminating_ns.push(meta::name(o).to_string());
-                }
-                if key.0 == "apiextensions.k8s.io" && key.1 == "customresourcedefinitions" {
-                    if let Some(t) = crd::target_key(o) {
-                        deleted_crds.push((meta::name(o).to_string(), t));
-                    }
-                }
-            }
-        }
+/// One pass of garbage collection and cleanup: the objects whose ownership changed (from the
+/// store's [`crate::owners::OwnerIndex`], at most [`PASS_BUDGET`] of them; the rest stays
+/// queued, and the pass returns true), then the namespaces and CRDs being deleted.
+/// O(what changed × their owner references and dependents), not O(store).
+pub fn reconcile(app: &App, tx: &mut Inner) -> bool {
+    for _ in 0..PASS_BUDGET {
+        let Some(uid) = tx.owners.pop() else {
+            break;
+        };
+        look_at(app, tx, &uid);
     }
-    let bg = DeleteOpts::default();
-    // Foreground owners: delete dependents, release the owner when no blocking one is left.
-    let fg_uids: HashSet<&str> = foreground_owners.iter().map(|(_, u)| u.as_str()).collect();
-    let mut blocking: HashSet<String> = HashSet::new();
-    for (dep, owners, deleting) in &dependents {
-        let fg_owner = owners.iter().find(|(u, _)| fg_uids.contains(u.as_str()));
-        if let Some((u, block)) = fg_owner {
-            if *block {
-                blocking.insert(u.clone());
-            }
-            if !deleting {
-                delete_entry(app, tx, dep, &bg);
-            }
-            continue;
-        }
-        // Background GC: every owner gone.
-        if !deleting && owners.iter().all(|(u, _)| !by_uid.contains_key(u)) {
-            debug!(resource = %dep.key.1, ns = %dep.ns, name = %dep.name, "garbage-collecting orphan");
-            delete_entry(app, tx, dep, &bg);
-        }
-    }
-    for (owner, uid) in &foreground_owners {
-        if blocking.contains(uid) {
-            continue;
-        }
-        // A dependent deleted just now may still exist (held by finalizers); check again.
-        let still = dependents.iter().any(|(d, owners, _)| {
-            owners.iter().any(|(u, b)| u == uid && *b) && tx.get(&d.key, &d.ns, &d.name).is_some()
-        });
-        if !still {
-            drop_finalizer(app, tx, owner, FOREGROUND);
-        }
-    }
-    for ns in terminating_ns {
+    for ns in tx.owners.terminating_namespaces() {
         empty_namespace(app, tx, &ns);
     }
-    for (name, target) in deleted_crds {
-        let Some(info) = app.registry.by_key(&target) else {
-            // Not served (any more): nothing to clean.
-            let e = Entry {
-                key: ("apiextensions.k8s.io".into(), "customresourcedefinitions".into()),
-                ns: String::new(),
-                name,
+    for name in tx.owners.deleting_crds() {
+        finish_crd(app, tx, name);
+    }
+    // What this pass changed queued more (a finished budget, a dependent deleted at once).
+    let more = tx.owners.has_queued();
+    tx.lifecycle_dirty |= more;
+    more
+}
+
+/// Background and foreground collection for one object, as a dependent and as an owner.
+fn look_at(app: &App, tx: &mut Inner, uid: &str) {
+    let Some(at) = tx.owners.at(uid).cloned() else {
+        // Gone: its dependents were queued when it was removed.
+        return;
+    };
+    let Some(obj) = tx.get(&at.0, &at.1, &at.2).cloned() else {
+        return;
+    };
+    let bg = DeleteOpts::default();
+    let owners = meta::owner_uids(&obj);
+    if !owners.is_empty() && !meta::is_deleting(&obj) {
+        let mut present = false;
+        let mut fg_owner = None;
+        for (u, _) in &owners {
+            let Some((k, ns, n)) = tx.owners.at(u) else {
+                continue;
             };
-            drop_finalizer(app, tx, &e, crd::CLEANUP_FINALIZER);
-            continue;
-        };
-        let objs: Vec<(String, String, bool)> = tx
-            .list(&target, None)
-            .map(|o| {
-                (
-                    meta::namespace(o).to_string(),
-                    meta::name(o).to_string(),
-                    meta::is_deleting(o),
-                )
-            })
-            .collect();
-        for (ns, n, deleting) in &objs {
-            if !deleting {
-                let _ = delete_object(app, tx, &info, ns, n, &bg);
+            present = true;
+            if tx.get(k, ns, n).is_some_and(|o| foreground_deleting(o)) {
+                fg_owner = Some(u.clone());
             }
         }
-        if tx.count(&target) == 0 {
-            let e = Entry {
-                key: ("apiextensions.k8s.io".into(), "customresourcedefinitions".into()),
-                ns: String::new(),
-                name,
-            };
-            drop_finalizer(app, tx, &e, crd::CLEANUP_FINALIZER);
+        if let Some(u) = fg_owner {
+            // Its owner waits for it: delete it, then look at the owner again.
+            delete_entry(app, tx, &at, &bg);
+            tx.owners.requeue(&u);
+        } else if !present {
+            debug!(resource = %at.0.1, ns = %at.1, name = %at.2, "garbage-collecting orphan");
+            delete_entry(app, tx, &at, &bg);
         }
+    }
+    if foreground_deleting(&obj) {
+        let mut blocked = false;
+        for d in tx.owners.dependents_of(uid) {
+            let Some(dat) = tx.owners.at(&d).cloned() else {
+                continue;
+            };
+            let Some(dep) = tx.get(&dat.0, &dat.1, &dat.2).cloned() else {
+                continue;
+            };
+            if !meta::is_deleting(&dep) {
+                delete_entry(app, tx, &dat, &bg);
+            }
+            // A dependent deleted just now may still exist (held by finalizers).
+            let blocks = meta::owner_uids(&dep).iter().any(|(u, b)| u == uid && *b);
+            if blocks && tx.get(&dat.0, &dat.1, &dat.2).is_some() {
+                blocked = true;
+            }
+        }
+        if !blocked {
+            drop_finalizer(app, tx, &at, FOREGROUND);
+        }
+    }
+}
+
+/// Deletes a deleted CRD's objects; releases the CRD when none is left.
+fn finish_crd(app: &App, tx: &mut Inner, name: String) {
+    let crd_key: ResKey = ("apiextensions.k8s.io".into(), "customresourcedefinitions".into());
+    let Some(target) = tx.get(&crd_key, "", &name).and_then(|o| crd::target_key(o)) else {
+        return;
+    };
+    let e: Entry = (crd_key, String::new(), name);
+    let Some(info) = app.registry.by_key(&target) else {
+        // Not served (any more): nothing to clean.
+        drop_finalizer(app, tx, &e, crd::CLEANUP_FINALIZER);
+        return;
+    };
+    let bg = DeleteOpts::default();
+    let objs: Vec<(String, String, bool)> = tx
+        .list(&target, None)
+        .map(|o| {
+            (
+                meta::namespace(o).to_string(),
+                meta::name(o).to_string(),
+                meta::is_deleting(o),
+            )
+        })
+        .collect();
+    for (ns, n, deleting) in &objs {
+        if !deleting {
+            let _ = delete_object(app, tx, &info, ns, n, &bg);
+        }
+    }
+    if tx.count(&target) == 0 {
+        drop_finalizer(app, tx, &e, crd::CLEANUP_FINALIZER);
     }
 }
 
 fn delete_entry(app: &App, tx: &mut Inner, e: &Entry, opts: &DeleteOpts) {
-    if let Some(info) = app.registry.by_key(&e.key) {
-        let _ = delete_object(app, tx, &info, &e.ns, &e.name, opts);
+    if let Some(info) = app.registry.by_key(&e.0) {
+        let _ = delete_object(app, tx, &info, &e.1, &e.2, opts);
     }
 }
 
 fn drop_finalizer(app: &App, tx: &mut Inner, e: &Entry, finalizer: &str) {
-    let Some(info) = app.registry.by_key(&e.key) else {
+    let Some(info) = app.registry.by_key(&e.0) else {
         return;
     };
-    let Some(cur) = tx.get(&e.key, &e.ns, &e.name).cloned() else {
+    let Some(cur) = tx.get(&e.0, &e.1, &e.2).cloned() else {
         return;
     };
     let mut f = meta::finalizers(&cur);
@@ -382,9 +387,9 @@ fn drop_finalizer(app: &App, tx: &mut Inner, e: &Entry, finalizer: &str) {
     if let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("resourceVersion");
     }
-    tx.put(&e.key, o);
+    tx.put(&e.0, o);
     if f.is_empty() {
-        remove_object(app, tx, &info, &e.ns, &e.name);
+        remove_object(app, tx, &info, &e.1, &e.2);
     }
 }
 

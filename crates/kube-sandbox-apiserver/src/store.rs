@@ -90,6 +90,8 @@ pub struct Inner {
     /// Set when something the lifecycle task cares about changed (an object with owners or a
     /// deletionTimestamp was written, or an object was removed).
     pub lifecycle_dirty: bool,
+    /// What the lifecycle task looks at: objects by uid, dependents by owner, what changed.
+    pub owners: crate::owners::OwnerIndex,
     /// The log every committed change is appended to (`--data-dir`).
     wal: Option<crate::persist::Wal>,
     /// The watchers' channels.
@@ -192,15 +194,15 @@ impl Inner {
         meta::metadata_mut(&mut obj).insert("resourceVersion".into(), json!(rv.to_string()));
         let ns = meta::namespace(&obj).to_string();
         let name = meta::name(&obj).to_string();
-        if meta::is_deleting(&obj) || !meta::owner_uids(&obj).is_empty() {
-            self.lifecycle_dirty = true;
-        }
         let obj = Arc::new(obj);
         let prev = self
             .data
             .entry(key.clone())
             .or_default()
             .insert((ns, name), obj.clone());
+        if self.owners.on_put(key, prev.as_deref(), &obj) {
+            self.lifecycle_dirty = true;
+        }
         let etype = if prev.is_some() {
             EventType::Modified
         } else {
@@ -224,6 +226,7 @@ impl Inner {
             .data
             .get_mut(key)?
             .remove(&(ns.to_string(), name.to_string()))?;
+        self.owners.on_remove(key, &old);
         self.lifecycle_dirty = true;
         self.rv += 1;
         let rv = self.rv;
@@ -281,6 +284,7 @@ impl Store {
                 pending: Vec::new(),
                 allocs,
                 lifecycle_dirty: false,
+                owners: Default::default(),
                 wal: None,
                 topics: Topics::default(),
             }),
@@ -333,6 +337,7 @@ impl Store {
         let mut g = self.inner.lock();
         for (key, obj) in loaded.objects {
             let at = (meta::namespace(&obj).to_string(), meta::name(&obj).to_string());
+            g.owners.on_put(&key, None, &obj);
             g.data.entry(key).or_default().insert(at, Arc::new(obj));
         }
         g.rv = g.rv.max(loaded.rv);
