@@ -1,5 +1,6 @@
 //! A fleet of hollow nodes against the in-process emulated API server and the real controller
-//! handlers (pod, kuryrport) over the fake Neutron, whose ports go ACTIVE when a hollow binding
+//! handlers (pod, kuryrport) over the fake Neutron — or through the real Neutron client over HTTP
+//! to the model cloud — whose ports go ACTIVE when a hollow binding
 //! plugs them: every pod gets its own port through its node's real daemon code (the KuryrPort
 //! watch, the registry, ADD, the state file, the recorded wiring), turns Ready, and on deletion
 //! is unwired and its port released. Prints what it took (a first, small scale figure).
@@ -84,8 +85,91 @@ fn ready(p: &Pod) -> bool {
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
+/// The cloud a fleet runs against: the controller's Neutron, the state behind it, and what a
+/// hollow binding's plug does there.
+struct TestCloud {
+    neutron: Arc<dyn Neutron>,
+    state: FakeNeutron,
+    on_plug: kuryr_daemon::binding::record::OnPlug,
+    subnet_id: String,
+    name: &'static str,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hollow_nodes_run_the_daemon_for_every_pod() {
+    // The cloud: one pod network; a port goes ACTIVE when a hollow binding plugs it.
+    let fake = FakeNeutron::new();
+    let (_, subnet) = fake.add_network("pods", "10.0.0.0/16");
+    let plug_fake = fake.clone();
+    let (nodes_n, per_node) = size();
+    run_fleet(
+        TestCloud {
+            neutron: Arc::new(fake.clone()),
+            state: fake,
+            on_plug: Arc::new(move |port: &str| {
+                plug_fake.activate(port);
+            }),
+            subnet_id: subnet.id,
+            name: "fake Neutron",
+        },
+        nodes_n,
+        per_node,
+    )
+    .await;
+}
+
+/// The same through the real Neutron client over HTTP, against the model cloud (Keystone,
+/// Neutron's API, the queueing model at 5 % of the sandbox's service times): ports go ACTIVE
+/// the model's delay after the hollow binding reports the plug.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hollow_nodes_on_the_model_cloud() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let fake = FakeNeutron::new();
+    let (_, subnet) = fake.add_network("pods", "10.0.0.0/16");
+    let model = kuryr_modelcloud::Model::default().scaled(0.05);
+    let running = kuryr_modelcloud::serve(
+        kuryr_modelcloud::Cloud::new(fake.clone(), model),
+        "127.0.0.1:0".parse().expect("addr"),
+    )
+    .await
+    .expect("model cloud");
+    let auth = running.cloud_auth();
+    let neutron = kuryr_openstack::OpenStackNeutron::connect_unobserved(&auth, &Default::default())
+        .await
+        .expect("the real client on the model cloud");
+    let cloud = running.cloud.clone();
+    run_fleet(
+        TestCloud {
+            neutron: Arc::new(neutron),
+            state: fake,
+            on_plug: Arc::new(move |port: &str| {
+                cloud.plugged(port);
+            }),
+            subnet_id: subnet.id,
+            name: "model cloud",
+        },
+        10,
+        5,
+    )
+    .await;
+    let stats = running.cloud.stats();
+    println!(
+        "model cloud: {} requests ({} bulk creations of {} ports), {:.0} ms queued in all",
+        stats.requests(),
+        stats.ops.get("port_bulk_create").map_or(0, |o| o.requests),
+        stats.ops.get("port_bulk_create").map_or(0, |o| o.items),
+        stats.ops.values().map(|o| o.wait_ms).sum::<f64>(),
+    );
+    for (op, o) in &stats.ops {
+        println!(
+            "  {op}: {} requests, {} items, {} errors, queued {:.0} ms (max {:.0}), served {:.0} ms",
+            o.requests, o.items, o.errors, o.wait_ms, o.max_wait_ms, o.service_ms
+        );
+    }
+    assert!(stats.ops.get("port_bulk_create").is_some_and(|o| o.items >= 50));
+}
+
+async fn run_fleet(cloud: TestCloud, nodes_n: usize, per_node: usize) {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let dir = tempfile::tempdir().expect("tempdir");
     let server = kube_sandbox_apiserver::start(kube_sandbox_apiserver::Config::local(
@@ -96,15 +180,12 @@ async fn hollow_nodes_run_the_daemon_for_every_pod() {
     let client = client_of(&server).await;
     install(&client).await;
 
-    // The cloud: one pod network; a port goes ACTIVE when a hollow binding plugs it.
-    let fake = FakeNeutron::new();
-    let (_, subnet) = fake.add_network("pods", "10.0.0.0/16");
     let text = format!(
         "[kubernetes]\nenabled_handlers = vif,kuryrport\n\
          [neutron_defaults]\nproject = proj\npod_subnet = {}\npod_security_groups = sg-1\n\
          cluster_tag = kuryr-cluster=hollow\novs_bridge = br-int\n\
          [vif_pool]\nports_pool_batch = 5\nports_pool_min = 2\n",
-        subnet.id
+        cloud.subnet_id
     );
     let (config, _) = kuryr_config::from_strs(
         &[("hollow.conf", text.as_str())],
@@ -112,7 +193,7 @@ async fn hollow_nodes_run_the_daemon_for_every_pod() {
         &|_| None,
     )
     .expect("config");
-    let neutron: Arc<dyn Neutron> = Arc::new(fake.clone());
+    let neutron = cloud.neutron.clone();
     let metrics = Arc::new(kuryr_controller::metrics::Metrics::default());
     let settings = kuryr_controller::pool::PoolSettings::from_config(&config).expect("pool settings");
     let os = kuryr_controller::cli::openstack_over(
@@ -134,11 +215,7 @@ async fn hollow_nodes_run_the_daemon_for_every_pod() {
 
     let root = dir.path().join("fleet");
     kuryr_hollow::write_conflist(&kuryr_hollow::conf_dir(&root)).expect("conflist");
-    let plug_fake = fake.clone();
-    let on_plug: kuryr_daemon::binding::record::OnPlug = Arc::new(move |port: &str| {
-        plug_fake.activate(port);
-    });
-    let (nodes_n, per_node) = size();
+    let on_plug = cloud.on_plug.clone();
     let started = Instant::now();
     let cpu0 = cpu_s();
     let nodes: Vec<HollowNode> = kuryr_hollow::fleet("hollow-", nodes_n, &root, Duration::ZERO)
@@ -170,7 +247,7 @@ async fn hollow_nodes_run_the_daemon_for_every_pod() {
     let wired: u64 = nodes.iter().map(|n| n.bindings.counts().connects).sum();
     assert_eq!(wired, total as u64, "one wiring a pod");
     // Each wiring was of the node's own port: bound to that node, ACTIVE.
-    let ports = fake.ports();
+    let ports = cloud.state.ports();
     for n in &nodes {
         for r in n.bindings.recent() {
             let p = ports
@@ -191,8 +268,9 @@ async fn hollow_nodes_run_the_daemon_for_every_pod() {
         .unwrap_or_default();
     println!(
         "hollow nodes={nodes_n} pods={total} all_ready_s={:.1} process_cpu_s={cpu:.1} peak_rss_kib={rss_kib} \
-         (API server, controller handlers, fake Neutron and the fleet in one process)",
-        took.as_secs_f64()
+         (API server, controller handlers, {} and the fleet in one process)",
+        took.as_secs_f64(),
+        cloud.name
     );
 
     // Deleted: unwired by their node's daemon, gone.

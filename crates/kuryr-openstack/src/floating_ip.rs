@@ -2,11 +2,11 @@
 //! model, the create body and the list filter.
 
 use crate::model::Query;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 /// A floating IP as Neutron returns it (the fields kuryr-rs reads).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 pub struct FloatingIp {
     /// ID.
     pub id: String,

@@ -2,12 +2,12 @@
 //! create bodies and list filters.
 
 use crate::model::Query;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 /// A security group as Neutron returns it (the fields kuryr-rs reads; its rules are listed
 /// separately, [`SecurityGroupRuleFilter`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 pub struct SecurityGroup {
     /// ID.
     pub id: String,
@@ -26,7 +26,7 @@ pub struct SecurityGroup {
 }
 
 /// A security-group rule as Neutron returns it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 pub struct SecurityGroupRule {
     /// ID.
     pub id: String,

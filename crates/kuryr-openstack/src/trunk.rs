@@ -3,11 +3,11 @@
 //! /v2.0/trunks/{id}/add_subports|remove_subports`. Written by hand: openstack_sdk has no
 //! trunk calls (`../shared/notes/rust-deps.md`).
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 /// A subport of a trunk.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 pub struct SubPort {
     /// Its Neutron port.
     pub port_id: String,
@@ -43,7 +43,7 @@ impl SubPort {
 }
 
 /// A trunk as Neutron returns it (the fields kuryr-rs reads).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 pub struct Trunk {
     /// ID.
     pub id: String,

@@ -1,0 +1,152 @@
+//! The model: what each call costs the cloud, and where every figure came from. One readable
+//! file on purpose (issue 39): a figure here is either measured on the real sandbox (cited) or
+//! marked *provisional* until `bench/*` replayed against both calibrates it.
+//!
+//! Shape of the model (ML2/OVN Neutron with `api_workers = 1`, the sandbox's, see
+//! `../shared/notes/openstack-sandbox.md`): a request waits for one of `workers` servers (FIFO),
+//! then holds it for `fixed + per_item × items`. Concurrent bulk port creations on one network
+//! collide in IPAM (Neutron picks addresses at random among the free ones; the loser is retried
+//! whole), which the model charges as extra work per concurrent bulk. A port goes ACTIVE a
+//! while after its node plugs it (ovn-controller claiming it), not on its own.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use kuryr_openstack::ops;
+use serde::{Deserialize, Serialize};
+
+/// What one operation costs the server that runs it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Cost {
+    /// Per request, in milliseconds.
+    pub fixed_ms: f64,
+    /// Per item of a bulk or batch (ports, rules, subports, list entries), in milliseconds.
+    pub per_item_ms: f64,
+}
+
+impl Cost {
+    const fn new(fixed_ms: f64, per_item_ms: f64) -> Self {
+        Self {
+            fixed_ms,
+            per_item_ms,
+        }
+    }
+
+    /// The service time of a request of `items` items.
+    pub fn time(&self, items: usize) -> Duration {
+        let ms = self.fixed_ms + self.per_item_ms * items as f64;
+        Duration::from_secs_f64(ms.max(0.0) / 1000.0)
+    }
+}
+
+/// The whole model. `Default` is the sandbox's; a JSON file replaces the fields it names (a `neutron` table replaces the whole table)
+/// (`kuryr-modelcloud --model FILE`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Model {
+    /// Neutron's API servers working at once. Sandbox: `api_workers = 1` — one process whose
+    /// CPU-bound work is serial.
+    pub neutron_workers: usize,
+    /// Cost per operation (the names of [`kuryr_openstack::ops`]); operations not listed
+    /// cost [`Model::default_cost`].
+    pub neutron: BTreeMap<String, Cost>,
+    /// What an operation not in [`Model::neutron`] costs. Provisional.
+    pub default_cost: Cost,
+    /// Extra work of a bulk port creation for each other bulk on the same network in flight
+    /// when it starts, as a fraction of its own cost. Sandbox: bulks of 10 ports taking ~5 s
+    /// alone took 11–60 s with pools on two nodes populating at once, some failing after 208 s
+    /// (docs/port-pools.md, "one bulk per network at a time"): 1.0 (doubling) is the low end.
+    pub ipam_collision: f64,
+    /// A plugged port goes ACTIVE after this long, uniformly between the two (ms). Sandbox:
+    /// 250–600 ms from the wiring to ovn-controller's claim (docs/port-pools.md, "where the
+    /// pod's time goes").
+    pub active_after_plug_ms: (u64, u64),
+}
+
+impl Default for Model {
+    fn default() -> Self {
+        let mut neutron = BTreeMap::new();
+        let mut set = |op: &str, c: Cost| {
+            neutron.insert(op.to_string(), c);
+        };
+        // Bound ports: ~1 s a port in bulk on ML2/OVN with one API worker (docs/port-pools.md:
+        // "A bulk creation of ports with a binding host costs ~1 s per port"; README: bulks of
+        // 10 bound ports 3.7–10.3 s). Unbound: ~0.3 s a port (README, the noop driver's
+        // figures). The model takes the middle of bound bulks of 10 (~5 s): 0.2 s + 0.48 s a
+        // port.
+        set(ops::PORT_BULK_CREATE, Cost::new(200.0, 480.0));
+        // A port's group change 0.25–0.4 s (docs/network-policy.md); other updates provisional.
+        set(ops::PORT_UPDATE, Cost::new(150.0, 0.0));
+        set(ops::PORT_DELETE, Cost::new(250.0, 0.0));
+        set(ops::PORT_SET_TAGS, Cost::new(60.0, 0.0));
+        // Reads: provisional (a GET ~15 ms, a list 20 ms + 0.25 ms an entry returned).
+        set(ops::PORT_GET, Cost::new(15.0, 0.0));
+        set(ops::PORT_LIST, Cost::new(20.0, 0.25));
+        set(ops::NETWORK_GET, Cost::new(15.0, 0.0));
+        set(ops::SUBNET_GET, Cost::new(15.0, 0.0));
+        set(ops::NETWORK_LIST, Cost::new(20.0, 0.5));
+        set(ops::SUBNET_LIST, Cost::new(20.0, 0.5));
+        set(ops::EXTENSION_LIST, Cost::new(10.0, 0.0));
+        // Security-group rules: ~100 ms a rule, each its own OVN ACL transaction (bulk of 10
+        // rules 0.65 s, 50 rules 5.0 s, linear; docs/network-policy.md). A group ~0.1 s.
+        set(ops::SG_RULE_BULK_CREATE, Cost::new(0.0, 105.0));
+        set(ops::SG_RULE_DELETE, Cost::new(100.0, 0.0));
+        set(ops::SG_CREATE, Cost::new(100.0, 0.0));
+        set(ops::SG_DELETE, Cost::new(150.0, 0.0));
+        set(ops::SG_LIST, Cost::new(20.0, 0.5));
+        set(ops::SG_RULE_LIST, Cost::new(20.0, 0.25));
+        // Trunks: provisional (a subport is a port update plus an OVN row).
+        set(ops::TRUNK_ADD_SUBPORTS, Cost::new(100.0, 120.0));
+        set(ops::TRUNK_REMOVE_SUBPORTS, Cost::new(100.0, 80.0));
+        Model {
+            neutron_workers: 1,
+            neutron,
+            default_cost: Cost::new(50.0, 0.0),
+            ipam_collision: 1.0,
+            active_after_plug_ms: (250, 600),
+        }
+    }
+}
+
+impl Model {
+    /// The cost of `op`.
+    pub fn cost(&self, op: &str) -> Cost {
+        self.neutron.get(op).copied().unwrap_or(self.default_cost)
+    }
+
+    /// Every service time scaled by `factor` (tests run the model fast).
+    pub fn scaled(mut self, factor: f64) -> Self {
+        for c in self.neutron.values_mut() {
+            c.fixed_ms *= factor;
+            c.per_item_ms *= factor;
+        }
+        self.default_cost.fixed_ms *= factor;
+        self.default_cost.per_item_ms *= factor;
+        let (lo, hi) = self.active_after_plug_ms;
+        self.active_after_plug_ms = ((lo as f64 * factor) as u64, (hi as f64 * factor) as u64);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bound_bulk_of_ten_costs_what_the_sandbox_measured() {
+        let m = Model::default();
+        let t = m.cost(ops::PORT_BULK_CREATE).time(10).as_secs_f64();
+        // 3.7–10.3 s measured; ~5 s alone.
+        assert!((4.0..=6.0).contains(&t), "{t}");
+        let rules = m.cost(ops::SG_RULE_BULK_CREATE).time(50).as_secs_f64();
+        assert!((4.5..=5.5).contains(&rules), "{rules}");
+    }
+
+    #[test]
+    fn a_model_file_replaces_only_what_it_names() {
+        let m: Model = serde_json::from_str(r#"{"neutron_workers": 4}"#).expect("parses");
+        assert_eq!(m.neutron_workers, 4);
+        assert_eq!(m.cost(ops::PORT_GET), Model::default().cost(ops::PORT_GET));
+        let fast = Model::default().scaled(0.01);
+        assert!(fast.cost(ops::PORT_BULK_CREATE).time(10) < Duration::from_millis(100));
+    }
+}
