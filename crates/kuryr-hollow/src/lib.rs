@@ -7,6 +7,7 @@
 
 pub mod node;
 pub mod plugin;
+pub mod report;
 
 use std::{net::IpAddr, path::PathBuf, time::Duration};
 

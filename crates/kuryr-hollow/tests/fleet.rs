@@ -120,7 +120,7 @@ async fn hollow_nodes_run_the_daemon_for_every_pod() {
 
 /// The same through the real Neutron client over HTTP, against the model cloud (Keystone,
 /// Neutron's API, the queueing model at 5 % of the sandbox's service times): ports go ACTIVE
-/// the model's delay after the hollow binding reports the plug.
+/// the model's delay after the hollow binding reports the plug over HTTP.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hollow_nodes_on_the_model_cloud() {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
@@ -137,14 +137,12 @@ async fn hollow_nodes_on_the_model_cloud() {
     let neutron = kuryr_openstack::OpenStackNeutron::connect_unobserved(&auth, &Default::default())
         .await
         .expect("the real client on the model cloud");
-    let cloud = running.cloud.clone();
     run_fleet(
         TestCloud {
             neutron: Arc::new(neutron),
             state: fake,
-            on_plug: Arc::new(move |port: &str| {
-                cloud.plugged(port);
-            }),
+            // As `kuryr-hollow --model-url` does: each plug reported over HTTP.
+            on_plug: kuryr_hollow::report::plug_reporter(&running.url).expect("reporter"),
             subnet_id: subnet.id,
             name: "model cloud",
         },
@@ -167,6 +165,7 @@ async fn hollow_nodes_on_the_model_cloud() {
         );
     }
     assert!(stats.ops.get("port_bulk_create").is_some_and(|o| o.items >= 50));
+    assert_eq!(stats.plugged, 50, "every plug reported over HTTP");
 }
 
 async fn run_fleet(cloud: TestCloud, nodes_n: usize, per_node: usize) {

@@ -31,6 +31,10 @@ struct Args {
     /// What each wiring takes (the real binding: a few ms).
     #[arg(long, default_value = "0ms", value_parser = parse_duration)]
     wiring_delay: Duration,
+    /// A model cloud to tell each plugged port (`kuryr-modelcloud`'s URL): its ports then go
+    /// ACTIVE as a real node's would. Without it nothing reports plugs.
+    #[arg(long)]
+    model_url: Option<String>,
     /// How often the fleet's summary is printed.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     report_every: Duration,
@@ -57,9 +61,13 @@ async fn run(args: &Args, config: &kuryr_config::Config) -> anyhow::Result<()> {
         .await
         .context("the Kubernetes client")?;
     kuryr_hollow::write_conflist(&kuryr_hollow::conf_dir(&args.state_dir))?;
+    let on_plug = match &args.model_url {
+        Some(url) => Some(kuryr_hollow::report::plug_reporter(url)?),
+        None => None,
+    };
     let mut nodes = Vec::with_capacity(args.nodes);
     for spec in kuryr_hollow::fleet(&args.prefix, args.nodes, &args.state_dir, args.wiring_delay) {
-        nodes.push(HollowNode::start(client.clone(), &spec, config, None)?);
+        nodes.push(HollowNode::start(client.clone(), &spec, config, on_plug.clone())?);
     }
     tracing::info!(nodes = nodes.len(), "hollow nodes started");
     let mut tick = tokio::time::interval(args.report_every);
