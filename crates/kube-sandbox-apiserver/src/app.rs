@@ -26,6 +26,8 @@ pub struct App {
     pub bookmark_interval: Duration,
     /// `host:port` clients reach us at (discovery's serverAddressByClientCIDRs).
     pub server_address: String,
+    /// Resource requests served, by verb and resource (`/metrics`).
+    pub requests: crate::metrics::RequestCounts,
 }
 
 impl App {

@@ -15,6 +15,7 @@ pub mod events;
 pub mod handlers;
 pub mod lifecycle;
 pub mod meta;
+pub mod metrics;
 pub mod openapi;
 pub mod owners;
 pub mod persist;
@@ -193,6 +194,7 @@ pub async fn start(config: Config) -> Result<RunningServer, Error> {
         lifecycle: tokio::sync::Notify::new(),
         bookmark_interval: config.bookmark_interval,
         server_address: server_address.to_string(),
+        requests: Default::default(),
     });
     let restored = match &config.data_dir {
         Some(dir) => restore(&app, dir)?,

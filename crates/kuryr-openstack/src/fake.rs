@@ -123,9 +123,43 @@ struct State {
     vif_details: serde_json::Map<String, Value>,
     calls: BTreeMap<&'static str, u64>,
     next_id: u64,
+    /// Addresses in use per subnet, and where the next search starts (an index kept by
+    /// [`State::insert_port`] / [`State::remove_port`]: allocating scanned every port before).
+    ipam: BTreeMap<String, (std::collections::HashSet<u32>, u32)>,
 }
 
 impl State {
+    /// Stores a port, marking its addresses used.
+    fn insert_port(&mut self, port: Port) {
+        for ip in &port.fixed_ips {
+            if let Ok(a) = ip.ip_address.parse::<std::net::Ipv4Addr>() {
+                self.ipam
+                    .entry(ip.subnet_id.clone())
+                    .or_default()
+                    .0
+                    .insert(u32::from(a));
+            }
+        }
+        if let Some(old) = self.ports.insert(port.id.clone(), port) {
+            // Replaced (not done by the fake today): its addresses stay as the new port's.
+            let _ = old;
+        }
+    }
+
+    /// Removes a port, freeing its addresses.
+    fn remove_port(&mut self, id: &str) -> Option<Port> {
+        let port = self.ports.remove(id)?;
+        for ip in &port.fixed_ips {
+            if let (Ok(a), Some((used, _))) = (
+                ip.ip_address.parse::<std::net::Ipv4Addr>(),
+                self.ipam.get_mut(&ip.subnet_id),
+            ) {
+                used.remove(&u32::from(a));
+            }
+        }
+        Some(port)
+    }
+
     fn new_id(&mut self) -> String {
         self.next_id += 1;
         format!("00000000-0000-4000-8000-{:012x}", self.next_id)
@@ -303,7 +337,7 @@ impl FakeNeutron {
 
     /// Removes a port behind the controller's back (someone else deleted it).
     pub fn remove_port_externally(&self, port_id: &str) -> Option<Port> {
-        self.lock().ports.remove(port_id)
+        self.lock().remove_port(port_id)
     }
 
     /// All ports, by ID.

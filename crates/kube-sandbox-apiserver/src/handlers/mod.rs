@@ -175,6 +175,14 @@ async fn route(app: &Arc<App>, id: &Identity, req: Request) -> ApiResult<Respons
             return Ok((StatusCode::OK, [(http::header::CONTENT_TYPE, "text/plain")], "ok").into_response());
         }
         ["version"] => return Ok(json_response(200, &discovery::version())),
+        ["metrics"] => {
+            return Ok((
+                StatusCode::OK,
+                [(http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                app.requests.render(),
+            )
+                .into_response());
+        }
         ["openapi", "v3"] => return Ok(json_response(200, &crate::openapi::index(app))),
         ["openapi", "v3", "api", v] => {
             return crate::openapi::group_version(app, "", v).map(|d| json_response(200, &d));
@@ -212,6 +220,7 @@ async fn route(app: &Arc<App>, id: &Identity, req: Request) -> ApiResult<Respons
     };
     let watch = watch_path || query.flag("watch");
     let verb = rbac::verb(&parts.method, name.is_some(), watch, sub);
+    app.requests.count(verb, plural);
     // As the real server: a list or watch narrowed to one object by `metadata.name=` is
     // authorized as that name, so `resourceNames` rules cover it.
     let auth_name = match (name, verb) {

@@ -41,20 +41,17 @@ fn create_port(st: &mut State, op: &'static str, req: &PortCreate) -> Result<Por
         let Some(cidr) = Cidr::parse(&subnet.cidr) else {
             continue;
         };
-        let used: Vec<String> = st
-            .ports
-            .values()
-            .flat_map(|p| p.fixed_ips.iter())
-            .filter(|ip| &ip.subnet_id == sid)
-            .map(|ip| ip.ip_address.clone())
-            .collect();
+        // Amortized O(1): the subnet's used set and a cursor that moves past each allocation.
+        let gw = subnet.gateway_ip.as_deref();
+        let (used, cursor) = st.ipam.entry(sid.clone()).or_default();
         let ip = cidr
-            .next_free(subnet.gateway_ip.as_deref(), &used)
+            .next_free_from(gw, used, *cursor)
             .ok_or_else(|| Error::Conflict {
                 op,
                 kind: "IpAddressGenerationFailure".into(),
                 message: format!("No more IP addresses available on network {}.", net.id),
             })?;
+        *cursor = u32::from(ip).wrapping_sub(cidr.net);
         fixed_ips.push(FixedIp {
             subnet_id: sid.clone(),
             ip_address: ip.to_string(),
@@ -114,7 +111,8 @@ fn create_port(st: &mut State, op: &'static str, req: &PortCreate) -> Result<Por
     };
     let mut port = port;
     port.extra.insert("port_security_enabled".into(), json!(secured));
-    st.ports.insert(id, port.clone());
+    let _ = id;
+    st.insert_port(port.clone());
     Ok(port)
 }
 
@@ -182,7 +180,7 @@ impl Neutron for FakeNeutron {
                     Err(e) => {
                         // Neutron's bulk create is all or nothing.
                         for p in &created {
-                            st.ports.remove(&p.id);
+                            st.remove_port(&p.id);
                         }
                         return Err(e);
                     }
@@ -262,7 +260,7 @@ impl Neutron for FakeNeutron {
     fn delete_port<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
         self.run(ops::PORT_DELETE, move |st| {
             trunks::check_port_delete(st, id)?;
-            st.ports.remove(id);
+            st.remove_port(id);
             // Neutron frees the floating IPs of a deleted port.
             for f in st.floating_ips.values_mut() {
                 if f.port_id.as_deref() == Some(id) {
