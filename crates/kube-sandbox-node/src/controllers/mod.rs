@@ -112,7 +112,18 @@ const RESYNC: Duration = Duration::from_secs(30);
 
 /// Waits for a cache change, the outcome's timer or the periodic resync, then lets a burst of
 /// changes settle.
-pub(crate) async fn wait(notify: &Notify, outcome: Outcome) {
+/// How long a loop lets changes gather after a full pass that took `took`: at least 10 ms, and
+/// four times the pass. These controllers re-derive everything from their caches on any change
+/// (the real ones are incremental, with a work queue per object); paced so, a loop spends at
+/// most a fifth of a core whatever the cluster's size, and a burst of N pod events costs
+/// passes in proportion to the burst's duration, not to N (each pass O(objects)).
+pub(crate) fn settle(took: Duration) -> Duration {
+    (took * 4).max(Duration::from_millis(10))
+}
+
+/// Waits for a change (or `outcome`'s retry/wake-up time), then lets changes gather
+/// ([`settle`] after a pass that took `took`).
+pub(crate) async fn wait(notify: &Notify, outcome: Outcome, took: Duration) {
     let mut timeout = if outcome.retry {
         Duration::from_secs(1)
     } else {
@@ -127,7 +138,7 @@ pub(crate) async fn wait(notify: &Notify, outcome: Outcome) {
         _ = notify.notified() => {}
         _ = tokio::time::sleep(timeout) => {}
     }
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    tokio::time::sleep(settle(took)).await;
 }
 
 /// A reflector feeding a store; every change pings `notify`.

@@ -52,6 +52,7 @@ pub async fn run(client: Client) -> Result<(), Error> {
     let node_api: Api<Node> = Api::all(client.clone());
     info!("pod garbage collector running");
     loop {
+        let pass_started = std::time::Instant::now();
         let names: HashSet<String> = nodes.state().iter().map(|n| n.name_any()).collect();
         let all = pods.state();
         let mut outcome = Outcome::default();
@@ -79,7 +80,7 @@ pub async fn run(client: Client) -> Result<(), Error> {
                 outcome.retry = true;
             }
         }
-        super::wait(&notify, outcome).await;
+        super::wait(&notify, outcome, pass_started.elapsed()).await;
         // Deletions come in bursts (a node with many pods): let them settle.
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -141,6 +141,7 @@ pub async fn run(client: Client) -> Result<(), Error> {
     let mut bound: HashMap<String, String> = HashMap::new();
     info!("scheduler running");
     loop {
+        let pass_started = std::time::Instant::now();
         let all_pods = pods.state();
         let all_nodes = nodes.state();
         let mut counts: HashMap<String, usize> = HashMap::new();
@@ -232,6 +233,7 @@ pub async fn run(client: Client) -> Result<(), Error> {
                 retry = true;
             }
         }
+        let took = pass_started.elapsed();
         if retry {
             tokio::select! {
                 _ = notify.notified() => {}
@@ -241,7 +243,7 @@ pub async fn run(client: Client) -> Result<(), Error> {
             notify.notified().await;
         }
         // Coalesce bursts of changes.
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::time::sleep(super::settle(took)).await;
     }
 }
 

@@ -86,8 +86,9 @@ pub async fn run(client: Client) -> Result<(), Error> {
     };
     info!("daemonset controller running");
     loop {
+        let pass_started = std::time::Instant::now();
         let outcome = ctl.pass(sets.state(), pods.state(), nodes.state()).await;
-        super::wait(&notify, outcome).await;
+        super::wait(&notify, outcome, pass_started.elapsed()).await;
     }
 }
 

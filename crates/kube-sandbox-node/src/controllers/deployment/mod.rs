@@ -74,6 +74,7 @@ pub async fn run(client: Client) -> Result<(), Error> {
     };
     info!("deployment controller running");
     loop {
+        let pass_started = std::time::Instant::now();
         let now = Timestamp::now();
         let all_deps = ctl.deps.view(deps.state());
         let all_sets = ctl.sets.view(sets.state());
@@ -95,7 +96,7 @@ pub async fn run(client: Client) -> Result<(), Error> {
                 }
             }
         }
-        super::wait(&notify, outcome).await;
+        super::wait(&notify, outcome, pass_started.elapsed()).await;
     }
 }
 

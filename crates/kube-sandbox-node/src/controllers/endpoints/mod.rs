@@ -94,6 +94,7 @@ pub async fn run(client: Client) -> Result<(), Error> {
     // Slices we created or updated that the cache may not show yet.
     let mut recent: HashMap<(String, String), Arc<EndpointSlice>> = HashMap::new();
     loop {
+        let pass_started = std::time::Instant::now();
         let all_pods = pods.state();
         let all_services = services.state();
         let mut failed = false;
@@ -161,6 +162,7 @@ pub async fn run(client: Client) -> Result<(), Error> {
                 s.labels().get(SERVICE_NAME_LABEL).cloned().unwrap_or_default(),
             ))
         });
+        let took = pass_started.elapsed();
         if failed {
             tokio::select! {
                 _ = notify.notified() => {}
@@ -169,7 +171,7 @@ pub async fn run(client: Client) -> Result<(), Error> {
         } else {
             notify.notified().await;
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::time::sleep(super::settle(took)).await;
     }
 }
 

@@ -56,8 +56,9 @@ pub async fn run(client: Client) -> Result<(), Error> {
     };
     info!("replicaset controller running");
     loop {
+        let pass_started = std::time::Instant::now();
         let outcome = ctl.pass(sets.state(), pods.state()).await;
-        super::wait(&notify, outcome).await;
+        super::wait(&notify, outcome, pass_started.elapsed()).await;
     }
 }
 
