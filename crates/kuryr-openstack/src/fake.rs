@@ -140,10 +140,7 @@ impl State {
                     .insert(u32::from(a));
             }
         }
-        if let Some(old) = self.ports.insert(port.id.clone(), port) {
-            // Replaced (not done by the fake today): its addresses stay as the new port's.
-            let _ = old;
-        }
+        self.ports.insert(port.id.clone(), port);
     }
 
     /// Removes a port, freeing its addresses.

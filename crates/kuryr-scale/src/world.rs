@@ -193,7 +193,7 @@ impl World {
             controller: Component::start(
                 "controller-0",
                 &spec.bins.get("kuryr-controller")?,
-                &controller_args(&conf, &kubeconfig)?,
+                &controller_args(&conf, &kubeconfig),
                 &logs,
                 false,
             )?,
@@ -273,7 +273,7 @@ impl World {
         self.controller = Component::start(
             &format!("controller-{}", self.restarts),
             &self.bins.get("kuryr-controller")?,
-            &controller_args(&self.conf, &self.kubeconfig)?,
+            &controller_args(&self.conf, &self.kubeconfig),
             &self.logs,
             false,
         )?;
@@ -289,8 +289,8 @@ impl World {
     }
 }
 
-fn controller_args(conf: &Path, kubeconfig: &Path) -> Result<Vec<String>, Error> {
-    Ok(vec![
+fn controller_args(conf: &Path, kubeconfig: &Path) -> Vec<String> {
+    vec![
         "--config-file".into(),
         conf.display().to_string(),
         "--kubeconfig".into(),
@@ -301,7 +301,7 @@ fn controller_args(conf: &Path, kubeconfig: &Path) -> Result<Vec<String>, Error>
         "127.0.0.1:0".into(),
         "--metrics-bind".into(),
         "127.0.0.1:0".into(),
-    ])
+    ]
 }
 
 /// kuryr-rs' CRDs, served.

@@ -111,7 +111,6 @@ fn create_port(st: &mut State, op: &'static str, req: &PortCreate) -> Result<Por
     };
     let mut port = port;
     port.extra.insert("port_security_enabled".into(), json!(secured));
-    let _ = id;
     st.insert_port(port.clone());
     Ok(port)
 }
