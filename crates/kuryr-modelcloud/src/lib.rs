@@ -1,8 +1,10 @@
 //! A model cloud for scale tests (issue 39), **for scale only**: every feature of kuryr-rs is
-//! proven on the real sandbox cloud. It serves the Keystone and Neutron calls kuryr-rs makes
-//! (same paths, JSON, error bodies and codes, tags, `fields`, `limit`/`marker` pagination, bulk
-//! creates) over the in-memory [`FakeNeutron`]'s state, and makes each request wait and cost
-//! what [`model::Model`] says the real one does. Octavia is next.
+//! proven on the real sandbox cloud. It serves the Keystone, Neutron and Octavia calls kuryr-rs
+//! makes (same paths, JSON, error bodies and codes, tags, `fields`, `limit`/`marker`
+//! pagination, bulk creates, fully populated load balancers, batch member updates) over the
+//! in-memory [`FakeNeutron`]'s and [`FakeOctavia`]'s state, and makes each request wait and
+//! cost what [`model::Model`] says the real one does; an Octavia write answers `PENDING_*` at
+//! once and its load balancer turns `ACTIVE` when the model's provisioning is done.
 //!
 //! Beside the OpenStack APIs: `POST /__model/plugged` (`{"port_id": …}`: a node plugged the
 //! port; it goes ACTIVE after the model's delay, as ovn-controller's claim does) and
@@ -11,6 +13,7 @@
 pub mod keystone;
 pub mod model;
 pub mod neutron;
+pub mod octavia;
 mod stats;
 pub mod wire;
 
@@ -22,7 +25,7 @@ use std::{
 };
 
 use axum::{Router, response::Response};
-use kuryr_openstack::fake::FakeNeutron;
+use kuryr_openstack::{fake::FakeNeutron, octavia::fake::FakeOctavia};
 use tokio::sync::Semaphore;
 
 pub use model::{Cost, Model};
@@ -32,8 +35,13 @@ pub use stats::{OpStats, Stats};
 pub struct Cloud {
     /// The state behind the Neutron API (seed networks and subnet pools through it).
     pub neutron: FakeNeutron,
+    /// The state behind the Octavia API (load balancers stay `PENDING_*` until the model's
+    /// provisioning of their last write is done).
+    pub octavia: FakeOctavia,
     model: Model,
     workers: Semaphore,
+    octavia_api: Semaphore,
+    provisioners: Semaphore,
     /// Bulk port creations in flight per network (IPAM collisions).
     bulks: Mutex<HashMap<String, usize>>,
     stats: Mutex<Stats>,
@@ -55,7 +63,11 @@ impl Cloud {
     pub fn new(neutron: FakeNeutron, model: Model) -> Arc<Self> {
         Arc::new(Cloud {
             neutron,
+            // Pending until the model says (`u32::MAX` reads never settle it by themselves).
+            octavia: FakeOctavia::new().with_settle_reads(u32::MAX),
             workers: Semaphore::new(model.neutron_workers.max(1)),
+            octavia_api: Semaphore::new(model.octavia_api_workers.max(1)),
+            provisioners: Semaphore::new(model.provisioners.max(1)),
             model,
             bulks: Mutex::default(),
             stats: Mutex::default(),
@@ -98,6 +110,106 @@ impl Cloud {
     }
 }
 
+/// Which API's workers a request queues for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Desk {
+    /// Neutron's API workers ([`Model::neutron_workers`]).
+    Neutron,
+    /// Octavia's API workers ([`Model::octavia_api_workers`]).
+    Octavia,
+}
+
+impl Cloud {
+    /// Runs `call` as the model prices `op` on `desk`: waits for a worker, serves `before`
+    /// items (and the fixed cost, times `weight`), runs the call, then serves the
+    /// `after(result)` items (entries listed). `None`: the server is stopping.
+    pub(crate) async fn priced<T, Fut>(
+        &self,
+        desk: Desk,
+        op: &'static str,
+        before: usize,
+        weight: f64,
+        call: Fut,
+        after: impl Fn(&T) -> usize,
+    ) -> Option<kuryr_openstack::Result<T>>
+    where
+        Fut: std::future::Future<Output = kuryr_openstack::Result<T>>,
+    {
+        let (workers, cost) = match desk {
+            Desk::Neutron => (&self.workers, self.model.cost(op)),
+            Desk::Octavia => (&self.octavia_api, self.model.octavia_cost(op)),
+        };
+        let queued = Instant::now();
+        let _worker = workers.acquire().await.ok()?;
+        let wait = queued.elapsed();
+        let mut service = cost.time(before).mul_f64(weight.max(0.0));
+        tokio::time::sleep(service).await;
+        let r = call.await;
+        let listed = r.as_ref().map(&after).unwrap_or(0);
+        if listed > 0 {
+            let more = Duration::from_secs_f64(cost.per_item_ms * listed as f64 / 1000.0);
+            tokio::time::sleep(more).await;
+            service += more;
+        }
+        self.record(op, before + listed, wait, service, r.is_ok());
+        Some(r)
+    }
+
+    /// Write `op` of `items` items left load balancer `lb_id` `PENDING_*`: it turns `ACTIVE`
+    /// once a provisioner has worked on it for the model's time (queued FIFO behind other
+    /// provisioning; counted as `provision:<op>`). A deletion's work occupies a provisioner
+    /// with nothing to settle.
+    pub(crate) fn provision(self: &Arc<Self>, op: &'static str, lb_id: Option<String>, items: usize) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let queued = Instant::now();
+            let Ok(_p) = me.provisioners.acquire().await else {
+                return;
+            };
+            let wait = queued.elapsed();
+            let service = me.model.provisioning_cost(op).time(items);
+            tokio::time::sleep(service).await;
+            if let Some(id) = lb_id {
+                me.octavia
+                    .set_status(&id, kuryr_openstack::octavia::status::ACTIVE);
+            }
+            let name = format!("provision:{op}");
+            me.record(&name, items, wait, service, true);
+        });
+    }
+}
+
+/// One page of `vals` as OpenStack APIs page (Neutron's and Octavia's alike): sorted by ID,
+/// those after `marker` only, at most `limit`; returns the query of the `next` link (the
+/// request's parameters with the page's last ID as `marker`) when more remain.
+pub(crate) fn paginate(
+    vals: &mut Vec<serde_json::Value>,
+    q: &[(String, String)],
+    limit: usize,
+) -> Option<String> {
+    let id = |v: &serde_json::Value| {
+        v.get("id")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    vals.sort_by_key(id);
+    if let Some((_, marker)) = q.iter().find(|(k, _)| k == "marker") {
+        vals.retain(|v| id(v).as_str() > marker.as_str());
+    }
+    if vals.len() <= limit {
+        return None;
+    }
+    vals.truncate(limit);
+    let last = vals.last().map(id).unwrap_or_default();
+    let rest: String = q
+        .iter()
+        .filter(|(k, _)| k != "marker")
+        .map(|(k, v)| format!("{k}={v}&"))
+        .collect();
+    Some(format!("{rest}marker={last}"))
+}
+
 /// A stable pseudo-random value in `0..=span` from `key` (no RNG: runs repeat).
 fn spread(key: &str, span: u64) -> u64 {
     if span == 0 {
@@ -113,12 +225,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Every route: Keystone under `/identity`, Neutron under `/network`, the model's own under
-/// `/__model`.
+/// Every route: Keystone under `/identity`, Neutron under `/network`, Octavia under
+/// `/load-balancer`, the model's own under `/__model`.
 pub fn router(cloud: Arc<Cloud>) -> Router {
     Router::new()
         .merge(keystone::routes())
         .merge(neutron::routes())
+        .merge(octavia::routes())
         .merge(stats::routes())
         .fallback(not_found)
         .with_state(cloud)

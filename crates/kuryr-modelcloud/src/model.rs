@@ -60,6 +60,22 @@ pub struct Model {
     /// 250–600 ms from the wiring to ovn-controller's claim (docs/port-pools.md, "where the
     /// pod's time goes").
     pub active_after_plug_ms: (u64, u64),
+    /// Octavia's API workers answering requests at once. Provisional: 1 (the sandbox runs
+    /// one API process).
+    pub octavia_api_workers: usize,
+    /// What an Octavia request costs its API worker before it answers (a write answers
+    /// `PENDING_*` at once; its provisioning is [`Model::provisioning`]). Per operation; those
+    /// not listed cost [`Model::default_cost`].
+    pub octavia: BTreeMap<String, Cost>,
+    /// Provisioning works at once (the provider driver and its agent, Neutron's reads for
+    /// them): the sandbox's two cores, which its whole cloud shares.
+    pub provisioners: usize,
+    /// How long a write keeps the load balancer `PENDING_*` once a provisioner takes it, per
+    /// operation (items: a fully populated create's listeners plus members; a batch member
+    /// update's members). Operations not listed: [`Model::default_provisioning`].
+    pub provisioning: BTreeMap<String, Cost>,
+    /// Provisioning of a write not in [`Model::provisioning`]. Provisional.
+    pub default_provisioning: Cost,
 }
 
 impl Default for Model {
@@ -97,12 +113,52 @@ impl Default for Model {
         // Trunks: provisional (a subport is a port update plus an OVN row).
         set(ops::TRUNK_ADD_SUBPORTS, Cost::new(100.0, 120.0));
         set(ops::TRUNK_REMOVE_SUBPORTS, Cost::new(100.0, 80.0));
+        let mut octavia = BTreeMap::new();
+        // Octavia's API: validation and a database row before it answers. Provisional: a
+        // write 40 ms, a read 15 ms, a list 20 ms + 0.2 ms an entry.
+        for op in [
+            ops::LB_CREATE,
+            ops::LB_DELETE,
+            ops::LISTENER_CREATE,
+            ops::LISTENER_DELETE,
+            ops::LISTENER_UPDATE,
+            ops::POOL_CREATE,
+            ops::POOL_DELETE,
+            ops::POOL_UPDATE,
+            ops::MEMBER_BATCH_UPDATE,
+            ops::HM_CREATE,
+            ops::HM_DELETE,
+        ] {
+            octavia.insert(op.to_string(), Cost::new(40.0, 0.0));
+        }
+        for op in [ops::LB_GET, ops::LB_STATUS, ops::HM_GET, ops::LB_VERSIONS] {
+            octavia.insert(op.to_string(), Cost::new(15.0, 0.0));
+        }
+        for op in [ops::LB_LIST, ops::LISTENER_LIST, ops::POOL_LIST] {
+            octavia.insert(op.to_string(), Cost::new(20.0, 0.2));
+        }
+        let mut provisioning = BTreeMap::new();
+        // A fully populated load balancer with one listener and three members costs the ovn
+        // provider's cloud ~1.9 s of CPU (docs/services.md, "What a load balancer costs",
+        // 2026-11-27; 20 at once on two cores ~19 s): 0.7 s + 0.3 s per listener and member.
+        provisioning.insert(ops::LB_CREATE.to_string(), Cost::new(700.0, 300.0));
+        // A batch member update: the provider reads each member's subnet (docs/services.md:
+        // ~11 subnet reads per load balancer). Provisional: 0.2 s + 0.3 s a member.
+        provisioning.insert(ops::MEMBER_BATCH_UPDATE.to_string(), Cost::new(200.0, 300.0));
+        // Deleting with cascade: provisional 0.5 s.
+        provisioning.insert(ops::LB_DELETE.to_string(), Cost::new(500.0, 0.0));
         Model {
             neutron_workers: 1,
             neutron,
             default_cost: Cost::new(50.0, 0.0),
             ipam_collision: 1.0,
             active_after_plug_ms: (250, 600),
+            octavia_api_workers: 1,
+            octavia,
+            provisioners: 2,
+            provisioning,
+            // A listener, pool or health monitor alone, an update: provisional 0.4 s.
+            default_provisioning: Cost::new(400.0, 0.0),
         }
     }
 }
@@ -113,14 +169,31 @@ impl Model {
         self.neutron.get(op).copied().unwrap_or(self.default_cost)
     }
 
+    /// The cost of Octavia request `op` to its API worker.
+    pub fn octavia_cost(&self, op: &str) -> Cost {
+        self.octavia.get(op).copied().unwrap_or(self.default_cost)
+    }
+
+    /// How long write `op` keeps its load balancer pending once provisioning starts.
+    pub fn provisioning_cost(&self, op: &str) -> Cost {
+        self.provisioning
+            .get(op)
+            .copied()
+            .unwrap_or(self.default_provisioning)
+    }
+
     /// Every service time scaled by `factor` (tests run the model fast).
     pub fn scaled(mut self, factor: f64) -> Self {
-        for c in self.neutron.values_mut() {
+        let all = self
+            .neutron
+            .values_mut()
+            .chain(self.octavia.values_mut())
+            .chain(self.provisioning.values_mut())
+            .chain([&mut self.default_cost, &mut self.default_provisioning]);
+        for c in all {
             c.fixed_ms *= factor;
             c.per_item_ms *= factor;
         }
-        self.default_cost.fixed_ms *= factor;
-        self.default_cost.per_item_ms *= factor;
         let (lo, hi) = self.active_after_plug_ms;
         self.active_after_plug_ms = ((lo as f64 * factor) as u64, (hi as f64 * factor) as u64);
         self
@@ -139,6 +212,9 @@ mod tests {
         assert!((4.0..=6.0).contains(&t), "{t}");
         let rules = m.cost(ops::SG_RULE_BULK_CREATE).time(50).as_secs_f64();
         assert!((4.5..=5.5).contains(&rules), "{rules}");
+        // One listener and three members: ~1.9 s of the cloud's CPU.
+        let lb = m.provisioning_cost(ops::LB_CREATE).time(4).as_secs_f64();
+        assert!((1.7..=2.1).contains(&lb), "{lb}");
     }
 
     #[test]
@@ -148,5 +224,7 @@ mod tests {
         assert_eq!(m.cost(ops::PORT_GET), Model::default().cost(ops::PORT_GET));
         let fast = Model::default().scaled(0.01);
         assert!(fast.cost(ops::PORT_BULK_CREATE).time(10) < Duration::from_millis(100));
+        assert!(fast.provisioning_cost(ops::LB_CREATE).time(4) < Duration::from_millis(20));
+        assert!(fast.octavia_cost(ops::LB_GET).time(0) < Duration::from_millis(1));
     }
 }

@@ -11,7 +11,7 @@
 // an error travelling far, so its size does not matter.
 #![allow(clippy::result_large_err)]
 
-use std::{future::Future, sync::Arc, time::Instant};
+use std::{future::Future, sync::Arc};
 
 use axum::{
     Json, Router,
@@ -25,7 +25,7 @@ use kuryr_openstack::{Error, Neutron, ops};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::{Cloud, lock, wire};
+use crate::{Cloud, Desk, lock, wire};
 
 type Q = Query<Vec<(String, String)>>;
 type Answer = Result<Response, Response>;
@@ -133,8 +133,8 @@ fn ok<T: Serialize>(status: StatusCode, key: &str, v: T) -> Response {
 }
 
 impl Cloud {
-    /// Runs `call` as the model prices `op`: waits for a worker, serves `before` items (and the
-    /// fixed cost, times `weight`), runs the call, then serves the `after(result)` items.
+    /// Runs `call` as the model prices Neutron's `op` ([`Cloud::priced`] on Neutron's workers),
+    /// answering Neutron's errors.
     async fn work<T, Fut>(
         &self,
         op: &'static str,
@@ -146,27 +146,14 @@ impl Cloud {
     where
         Fut: Future<Output = kuryr_openstack::Result<T>>,
     {
-        let queued = Instant::now();
-        let Ok(_worker) = self.workers.acquire().await else {
-            return Err(fault(
+        match self.priced(Desk::Neutron, op, before, weight, call, after).await {
+            Some(r) => r.map_err(error_answer),
+            None => Err(fault(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "HTTPServiceUnavailable",
                 "stopping",
-            ));
-        };
-        let wait = queued.elapsed();
-        let cost = self.model.cost(op);
-        let mut service = cost.time(before).mul_f64(weight.max(0.0));
-        tokio::time::sleep(service).await;
-        let r = call.await;
-        let listed = r.as_ref().map(&after).unwrap_or(0);
-        if listed > 0 {
-            let more = std::time::Duration::from_secs_f64(cost.per_item_ms * listed as f64 / 1000.0);
-            tokio::time::sleep(more).await;
-            service += more;
+            )),
         }
-        self.record(op, before + listed, wait, service, r.is_ok());
-        r.map_err(error_answer)
     }
 }
 
@@ -184,23 +171,9 @@ fn page<T: Serialize>(c: &Cloud, collection: &str, items: Vec<T>, q: &[(String, 
         .and_then(|(_, v)| v.parse::<usize>().ok())
         .filter(|l| *l > 0);
     let mut links = Vec::new();
-    if let Some(limit) = limit {
-        let id = |v: &Value| v.get("id").and_then(Value::as_str).unwrap_or("").to_string();
-        vals.sort_by_key(id);
-        if let Some((_, marker)) = q.iter().find(|(k, _)| k == "marker") {
-            vals.retain(|v| id(v).as_str() > marker.as_str());
-        }
-        if vals.len() > limit {
-            vals.truncate(limit);
-            let last = vals.last().map(id).unwrap_or_default();
-            let rest: String = q
-                .iter()
-                .filter(|(k, _)| k != "marker")
-                .map(|(k, v)| format!("{k}={v}&"))
-                .collect();
-            links.push(json!({"rel": "next",
-                "href": format!("{}{V2}/{collection}?{rest}marker={last}", c.base())}));
-        }
+    if let Some(next) = limit.and_then(|l| crate::paginate(&mut vals, q, l)) {
+        links.push(json!({"rel": "next",
+            "href": format!("{}{V2}/{collection}?{next}", c.base())}));
     }
     if !fields.is_empty() {
         for v in &mut vals {

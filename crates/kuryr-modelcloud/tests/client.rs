@@ -265,3 +265,160 @@ async fn one_worker_queues_concurrent_requests_and_bulks_on_one_network_collide(
     assert!(o.wait_ms >= 90.0, "the second waited for the first: {o:?}");
     assert!(o.service_ms >= 290.0, "100 + 200 ms of service: {o:?}");
 }
+
+/// kuryr-openstack's real Octavia client against the model: version discovery, a fully
+/// populated create answered `PENDING_CREATE` and `ACTIVE` after the model's provisioning, a
+/// write refused with 409 while pending, batch members, the status tree, a listener and pool
+/// added and removed, lists by tag paged at Octavia's 1 000, cascade delete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_real_octavia_client_works_against_the_model() {
+    use kuryr_openstack::octavia::{
+        FullListener, LbCreate, LbFilter, ListenerCreate, MemberSpec, Octavia, OpenStackOctavia, PoolCreate,
+        status,
+    };
+    let fake = FakeNeutron::new();
+    let (_, subnet) = fake.add_network("services", "10.96.0.0/16");
+    let mut model = Model::default().scaled(0.01);
+    // Provisioning long enough to see PENDING_* (fixed 200 ms).
+    model.provisioning.insert(
+        ops::LB_CREATE.into(),
+        kuryr_modelcloud::Cost {
+            fixed_ms: 200.0,
+            per_item_ms: 0.0,
+        },
+    );
+    let running = serve(Cloud::new(fake, model), "127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("serves");
+    let n = connect(&running).await;
+    let o = OpenStackOctavia::from_session(
+        n.session().clone(),
+        Duration::from_secs(10),
+        Arc::new(NoopObserver),
+    )
+    .await
+    .expect("Octavia's version document through the catalog");
+    assert_eq!(o.version().minor, 26);
+    let member = |ip: &str| MemberSpec {
+        address: ip.into(),
+        protocol_port: 8080,
+        name: format!("d/{ip}:8080"),
+        subnet_id: None,
+    };
+    let create = LbCreate {
+        name: "d/web".into(),
+        project_id: "p".into(),
+        vip_subnet_id: subnet.id.clone(),
+        vip_address: Some("10.96.0.10".into()),
+        provider: Some("ovn".into()),
+        tags: vec!["kuryr".into(), "cluster=c1".into()],
+        listeners: vec![FullListener {
+            listener: ListenerCreate {
+                name: "d/web:TCP:80".into(),
+                protocol: "TCP".into(),
+                protocol_port: 80,
+                ..Default::default()
+            },
+            pool: PoolCreate {
+                name: "d/web:TCP:80".into(),
+                protocol: "TCP".into(),
+                lb_algorithm: "SOURCE_IP_PORT".into(),
+                ..Default::default()
+            },
+            members: vec![member("10.10.0.5"), member("10.10.0.6")],
+        }],
+        ..Default::default()
+    };
+    let lb = o.create_load_balancer(&create).await.expect("create");
+    assert_eq!(lb.provisioning_status, "PENDING_CREATE");
+    assert_eq!(
+        (lb.vip_address.as_str(), lb.provider.as_str()),
+        ("10.96.0.10", "ovn")
+    );
+    let pools = o.list_pools(&lb.id).await.expect("pools");
+    assert_eq!(pools.len(), 1);
+    let err = o
+        .replace_members(&pools[0].id, &[member("10.10.0.7")])
+        .await
+        .expect_err("locked while pending");
+    assert!(matches!(err, Error::Conflict { .. }), "{err:?}");
+    let active = async {
+        loop {
+            let t = o.status_tree(&lb.id).await.expect("status tree");
+            if t.provisioning_status == status::ACTIVE {
+                return t;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let tree = tokio::time::timeout(Duration::from_secs(5), active)
+        .await
+        .expect("ACTIVE after provisioning");
+    assert_eq!(tree.listeners[0].pools[0].members.len(), 2);
+    o.replace_members(&pools[0].id, &[member("10.10.0.7")])
+        .await
+        .expect("batch update");
+    let tree = o.status_tree(&lb.id).await.expect("status tree");
+    assert_eq!(tree.provisioning_status, "PENDING_UPDATE");
+    assert_eq!(tree.listeners[0].pools[0].members[0].address, "10.10.0.7");
+    let listeners = o.list_listeners(&lb.id).await.expect("listeners");
+    assert_eq!(listeners[0].protocol_port, 80);
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while o
+            .get_load_balancer(&lb.id)
+            .await
+            .expect("get")
+            .provisioning_status
+            != status::ACTIVE
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("ACTIVE after the update");
+
+    // 1 001 more load balancers: a list answers Octavia's page of 1 000 with a next link.
+    let tagged = |i: usize| LbCreate {
+        name: format!("d/s{i}"),
+        vip_subnet_id: subnet.id.clone(),
+        tags: vec!["cluster=c1".into()],
+        ..Default::default()
+    };
+    for i in 0..1001 {
+        o.create_load_balancer(&tagged(i)).await.expect("create");
+    }
+    let filter = LbFilter {
+        tags: vec!["cluster=c1".into()],
+        ..Default::default()
+    };
+    let first = o.list_load_balancers(&filter).await.expect("list");
+    assert_eq!(first.len(), 1000, "Octavia's pagination_max_limit");
+    let raw = get(&format!(
+        "{}/load-balancer/v2/lbaas/loadbalancers?tags=cluster%3Dc1",
+        running.url
+    ))
+    .await;
+    let next = raw["loadbalancers_links"][0]["href"]
+        .as_str()
+        .expect("a next link")
+        .to_string();
+    let rest = get(&next).await;
+    assert_eq!(rest["loadbalancers"].as_array().map(Vec::len), Some(2));
+    let by_name = o
+        .list_load_balancers(&LbFilter {
+            name: Some("d/web".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("by name");
+    assert_eq!(by_name.len(), 1);
+
+    // Cascade delete; an unknown ID is gone already.
+    o.delete_load_balancer(&lb.id).await.expect("delete");
+    o.delete_load_balancer(&lb.id).await.expect("gone is success");
+    let err = o.get_load_balancer(&lb.id).await.expect_err("404");
+    assert!(err.is_not_found(), "{err:?}");
+    let s = running.cloud.stats();
+    assert_eq!(s.ops[ops::LB_CREATE].requests, 1002);
+    assert!(s.ops.contains_key("provision:lb_create"), "{:?}", s.ops.keys());
+}

@@ -125,6 +125,8 @@ pub struct PodAt {
     pub name: String,
     /// Hollow node (`spec.nodeName`: the emulated scheduler is not what is measured here).
     pub node: String,
+    /// The Service group it belongs to ([`crate::services::GROUP`]; empty: none).
+    pub group: String,
 }
 
 /// Creates `pods` (at most `concurrency` requests at once) and waits until all are Ready or
@@ -144,8 +146,12 @@ pub async fn run(
             let client = client.clone();
             let created = created.clone();
             async move {
+                let mut labels = json!({LABEL: "burst"});
+                if !p.group.is_empty() {
+                    labels[crate::services::GROUP] = json!(p.group);
+                }
                 let pod: Pod = serde_json::from_value(json!({
-                    "metadata": {"name": p.name, "namespace": p.ns, "labels": {LABEL: "burst"}},
+                    "metadata": {"name": p.name, "namespace": p.ns, "labels": labels},
                     "spec": {"nodeName": p.node, "containers": [{"name": "c", "image": "busybox"}]}
                 }))
                 .map_err(|e| Error::Start {
@@ -217,6 +223,7 @@ pub fn layout(prefix: &str, n: usize, nodes: usize, per_ns: usize) -> Vec<PodAt>
             ns: format!("scale-{}", i / per_ns.max(1)),
             name: format!("{prefix}{i}"),
             node: format!("hollow-{}", i % nodes.max(1) + 1),
+            group: String::new(),
         })
         .collect()
 }

@@ -2,12 +2,14 @@
 //! process — the model cloud ([`world`]: `kuryr-modelcloud`), the emulated API server
 //! (`kube-sandbox apiserver`), the controller (`kuryr-controller`) and the hollow fleet
 //! (`kuryr-hollow`) — from outside, as an operator would: `/proc` for CPU and memory, the API
-//! server's and the model's request counts, watches for latencies ([`burst`]).
+//! server's and the model's request counts, watches for latencies ([`burst`] of pods,
+//! [`services`] over them).
 
 pub mod burst;
 pub mod http;
 pub mod procs;
 pub mod report;
+pub mod services;
 pub mod stats;
 pub mod world;
 

@@ -43,6 +43,17 @@ pub struct Row {
     pub failover_s: f64,
     /// The largest Pod or KuryrPort stored (KiB).
     pub max_object_kib: f64,
+    /// ClusterIP Services created after the pods (0: none).
+    pub services: usize,
+    /// Service create → its load balancer converged with every backend a member, p50 and p99
+    /// (ms).
+    pub lb_ms: (u64, u64),
+    /// First Service create → last converged (s).
+    pub services_s: f64,
+    /// The controller's CPU-seconds during the Service burst.
+    pub services_ctl_cpu_s: f64,
+    /// Octavia requests per Service during the Service burst.
+    pub octavia_requests_per_service: f64,
 }
 
 /// How a step is run.
@@ -62,6 +73,9 @@ pub struct StepSpec {
     pub concurrency: usize,
     /// Pods a namespace.
     pub per_namespace: usize,
+    /// ClusterIP Services over the pods, created once they are Ready (0: the Service handlers
+    /// stay off).
+    pub services: usize,
     /// How long the burst (and the fail-over) may take.
     pub timeout: Duration,
 }
@@ -74,24 +88,37 @@ fn ms(d: Option<Duration>) -> u64 {
     d.map_or(0, |d| d.as_millis() as u64)
 }
 
-async fn counts(w: &World) -> (u64, u64) {
-    let api = crate::http::get_text(&format!("{}/metrics", w.api_url))
-        .await
-        .map(|t| crate::http::api_requests(&t))
-        .unwrap_or(0);
-    let cloud = crate::http::get_text(&format!("{}/__model/stats", w.cloud_url))
+/// Requests the model cloud answered, of the operations `which` selects (its own
+/// `provision:*` work is not a request).
+async fn cloud_requests(w: &World, which: impl Fn(&str) -> bool) -> u64 {
+    crate::http::get_text(&format!("{}/__model/stats", w.cloud_url))
         .await
         .ok()
         .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
         .and_then(|v| {
             v.get("ops")?.as_object().map(|o| {
-                o.values()
-                    .filter_map(|x| x.get("requests")?.as_u64())
+                o.iter()
+                    .filter(|(op, _)| !op.starts_with("provision:") && which(op))
+                    .filter_map(|(_, x)| x.get("requests")?.as_u64())
                     .sum::<u64>()
             })
         })
+        .unwrap_or(0)
+}
+
+/// Whether operation `op` is Octavia's (`kuryr_openstack::ops` names).
+fn is_octavia(op: &str) -> bool {
+    ["lb_", "listener_", "pool_", "member_", "healthmonitor_"]
+        .iter()
+        .any(|p| op.starts_with(p))
+}
+
+async fn counts(w: &World) -> (u64, u64) {
+    let api = crate::http::get_text(&format!("{}/metrics", w.api_url))
+        .await
+        .map(|t| crate::http::api_requests(&t))
         .unwrap_or(0);
-    (api, cloud)
+    (api, cloud_requests(w, |_| true).await)
 }
 
 fn usages(w: &World) -> [Usage; 4] {
@@ -147,6 +174,7 @@ pub async fn run_step(spec: &StepSpec) -> Result<Row, Error> {
         bins: spec.bins.clone(),
         dir: dir.clone(),
         time_scale: spec.time_scale,
+        services: spec.services > 0,
     })
     .await?;
     let r = measure(spec, world).await;
@@ -162,7 +190,8 @@ async fn measure(spec: &StepSpec, mut world: World) -> Result<Row, Error> {
 }
 
 async fn measure_in(spec: &StepSpec, world: &mut World) -> Result<Row, Error> {
-    let layout = burst::layout("p", spec.pods, spec.nodes, spec.per_namespace);
+    let mut layout = burst::layout("p", spec.pods, spec.nodes, spec.per_namespace);
+    let services = crate::services::layout(&mut layout, spec.services);
     let mut namespaces: Vec<&str> = layout.iter().map(|p| p.ns.as_str()).collect();
     namespaces.dedup();
     for ns in namespaces {
@@ -201,6 +230,9 @@ async fn measure_in(spec: &StepSpec, world: &mut World) -> Result<Row, Error> {
     for i in 0..4 {
         row.cpu_s[i] = after[i].cpu_s - before[i].cpu_s;
         row.hwm_mib[i] = mib(after[i].hwm_kib);
+    }
+    if !services.is_empty() {
+        measure_services(spec, world, &services, &mut row).await?;
     }
     // Fail-over: the controller crashes; its successor recovers the pools from the cloud and
     // the cluster, then serves a new pod.
@@ -247,16 +279,54 @@ async fn measure_in(spec: &StepSpec, world: &mut World) -> Result<Row, Error> {
     Ok(row)
 }
 
+/// The Service burst over the step's Ready pods: create → converged, the controller's CPU,
+/// Octavia requests per Service; peak memory updated.
+async fn measure_services(
+    spec: &StepSpec,
+    world: &mut World,
+    services: &[crate::services::ServiceAt],
+    row: &mut Row,
+) -> Result<(), Error> {
+    let observer = crate::services::Observer::start(&world.client);
+    let before = usages(world);
+    let octavia0 = cloud_requests(world, is_octavia).await;
+    let client = world.client.clone();
+    let b = crate::services::run(
+        &client,
+        &observer,
+        services,
+        spec.concurrency,
+        spec.timeout,
+        || world.exited(),
+    )
+    .await?;
+    let after = usages(world);
+    let octavia1 = cloud_requests(world, is_octavia).await;
+    row.services = services.len();
+    row.lb_ms = (
+        ms(percentile(&b.converged, 50.0)),
+        ms(percentile(&b.converged, 99.0)),
+    );
+    row.services_s = b.took.as_secs_f64();
+    row.services_ctl_cpu_s = after[0].cpu_s - before[0].cpu_s;
+    row.octavia_requests_per_service =
+        octavia1.saturating_sub(octavia0) as f64 / services.len().max(1) as f64;
+    for (peak, u) in row.hwm_mib.iter_mut().zip(&after) {
+        *peak = mib(u.hwm_kib);
+    }
+    Ok(())
+}
+
 /// The table of a run and its last line (issue 39's format).
 pub fn render(rows: &[Row], time_scale: f64) -> String {
     let mut out = format!(
         "# bench/scale: every component its own process; the model cloud at {time_scale} × the sandbox's service times\n\
-         | pods | nodes | burst s | vifs p50/p99 ms | Ready p50/p99 ms | CPU-s ctl / api / fleet / cloud | peak MiB ctl / api / fleet / cloud | api KiB/pod | api req/pod | cloud req/pod | fail-over s | max object KiB |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|\n"
+         | pods | nodes | burst s | vifs p50/p99 ms | Ready p50/p99 ms | CPU-s ctl / api / fleet / cloud | peak MiB ctl / api / fleet / cloud | api KiB/pod | api req/pod | cloud req/pod | fail-over s | max object KiB | services | LB converged p50/p99 ms | services s | ctl CPU-s (services) | Octavia req/service |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     );
     for r in rows {
         out.push_str(&format!(
-            "| {} | {} | {:.1} | {} / {} | {} / {} | {:.1} / {:.1} / {:.1} / {:.1} | {:.0} / {:.0} / {:.0} / {:.0} | {:.1} | {:.1} | {:.2} | {:.1} | {:.1} |\n",
+            "| {} | {} | {:.1} | {} / {} | {} / {} | {:.1} / {:.1} / {:.1} / {:.1} | {:.0} / {:.0} / {:.0} / {:.0} | {:.1} | {:.1} | {:.2} | {:.1} | {:.1} | {} | {} / {} | {:.1} | {:.1} | {:.1} |\n",
             r.pods,
             r.nodes,
             r.burst_s,
@@ -277,6 +347,12 @@ pub fn render(rows: &[Row], time_scale: f64) -> String {
             r.cloud_requests_per_pod,
             r.failover_s,
             r.max_object_kib,
+            r.services,
+            r.lb_ms.0,
+            r.lb_ms.1,
+            r.services_s,
+            r.services_ctl_cpu_s,
+            r.octavia_requests_per_service,
         ));
     }
     let exp = |f: &dyn Fn(&Row) -> f64| {
@@ -294,12 +370,14 @@ pub fn render(rows: &[Row], time_scale: f64) -> String {
     ));
     if let Some(r) = rows.iter().max_by_key(|r| r.pods) {
         out.push_str(&format!(
-            "scale pods={} nodes={} services=0 policies=0 controller_rss_mib={:.1} controller_cpu_s_per_1k_pods={:.2} vifs_p99_ms={} failover_s={:.1} max_object_kib={:.1} cpu_exponent={}\n",
+            "scale pods={} nodes={} services={} policies=0 controller_rss_mib={:.1} controller_cpu_s_per_1k_pods={:.2} vifs_p99_ms={} lb_p99_ms={} failover_s={:.1} max_object_kib={:.1} cpu_exponent={}\n",
             r.pods,
             r.nodes,
+            r.services,
             r.hwm_mib[0],
             r.cpu_s[0] * 1000.0 / r.pods.max(1) as f64,
             r.vifs_ms.1,
+            r.lb_ms.1,
             r.failover_s,
             r.max_object_kib,
             fmt(cpu_exp),
@@ -329,7 +407,7 @@ mod tests {
         assert_eq!(
             last,
             "scale pods=4000 nodes=200 services=0 policies=0 controller_rss_mib=50.0 \
-             controller_cpu_s_per_1k_pods=2.00 vifs_p99_ms=300 failover_s=2.0 max_object_kib=3.5 cpu_exponent=1.00"
+             controller_cpu_s_per_1k_pods=2.00 vifs_p99_ms=300 lb_p99_ms=0 failover_s=2.0 max_object_kib=3.5 cpu_exponent=1.00"
         );
         assert_eq!(t.lines().filter(|l| l.starts_with("| ")).count(), 4);
     }

@@ -33,6 +33,9 @@ pub struct WorldSpec {
     pub dir: PathBuf,
     /// The model's service times, as a fraction of the sandbox's.
     pub time_scale: f64,
+    /// Services handled (the controller's `service`, `endpoints` and `kuryrloadbalancer`
+    /// handlers on, load balancers in the model's Octavia).
+    pub services: bool,
 }
 
 /// A running world.
@@ -69,6 +72,9 @@ impl std::fmt::Debug for World {
 
 /// The pods' network: room for 30 000 pods and more.
 pub const POD_CIDR: &str = "10.128.0.0/14";
+/// The Services' network: the emulated API server's ClusterIPs (its default 10.96.0.0/17) are
+/// the load balancers' VIPs on it, as in the sandbox.
+pub const SERVICE_CIDR: &str = "10.96.0.0/16";
 
 async fn client_of(kubeconfig: &Path) -> Result<Client, Error> {
     let kc = Kubeconfig::read_from(kubeconfig).map_err(|e| Error::io(kubeconfig, e))?;
@@ -78,14 +84,23 @@ async fn client_of(kubeconfig: &Path) -> Result<Client, Error> {
     Client::try_from(cfg).map_err(Error::kube("a client of the API server"))
 }
 
-fn conf_text(auth_url: &str, subnet: &str) -> String {
+fn conf_text(auth_url: &str, subnet: &str, service_subnet: Option<&str>) -> String {
+    let (handlers, service_subnet, octavia) = match service_subnet {
+        // The sandbox's Octavia settings (its kuryr.conf): the ovn provider, L2 members.
+        Some(s) => (
+            "vif,kuryrport,service,endpoints,kuryrloadbalancer",
+            format!("service_subnet = {s}\n"),
+            "[octavia_defaults]\nlb_algorithm = SOURCE_IP_PORT\nmember_mode = L2\nenforce_sg_rules = False\n",
+        ),
+        None => ("vif,kuryrport", String::new(), ""),
+    };
     // Upstream's pool defaults (batch 10, min 5): what users run.
     format!(
-        "[kubernetes]\nenabled_handlers = vif,kuryrport\n\
+        "[kubernetes]\nenabled_handlers = {handlers}\nendpoints_driver_octavia_provider = ovn\n\
          [neutron]\nauth_type = password\nauth_url = {auth_url}\nusername = kuryr\npassword = model\n\
          project_name = k8s\nuser_domain_name = Default\nproject_domain_name = Default\n\
          [neutron_defaults]\nproject = model-project\npod_subnet = {subnet}\npod_security_groups = sg-scale\n\
-         cluster_tag = kuryr-cluster=scale\novs_bridge = br-int\n"
+         cluster_tag = kuryr-cluster=scale\novs_bridge = br-int\n{service_subnet}{octavia}"
     )
 }
 
@@ -102,6 +117,8 @@ impl World {
                 "127.0.0.1:0".into(),
                 "--network".into(),
                 format!("pods={POD_CIDR}"),
+                "--network".into(),
+                format!("services={SERVICE_CIDR}"),
                 "--time-scale".into(),
                 spec.time_scale.to_string(),
             ],
@@ -110,7 +127,7 @@ impl World {
         )?;
         let lines = cloud
             .read_lines(Duration::from_secs(30), |l| {
-                l.iter().any(|x| x.contains("subnet="))
+                l.iter().any(|x| x.contains("name=services "))
             })
             .await?;
         let field = |prefix: &str, key: &str| {
@@ -120,8 +137,11 @@ impl World {
                     .map(String::from)
             })
         };
-        let (Some(cloud_url), Some(subnet)) = (field("modelcloud", "url="), field("network", "subnet="))
-        else {
+        let (Some(cloud_url), Some(subnet), Some(service_subnet)) = (
+            field("modelcloud", "url="),
+            field("network name=pods ", "subnet="),
+            field("network name=services ", "subnet="),
+        ) else {
             return Err(Error::Start {
                 what: "modelcloud".into(),
                 message: format!("unexpected first lines {lines:?}"),
@@ -167,8 +187,12 @@ impl World {
         let client = client_of(&kubeconfig).await?;
         install(&client).await?;
         let conf = spec.dir.join("kuryr.conf");
-        std::fs::write(&conf, conf_text(&format!("{cloud_url}/identity/v3"), &subnet))
-            .map_err(|e| Error::io(&conf, e))?;
+        let text = conf_text(
+            &format!("{cloud_url}/identity/v3"),
+            &subnet,
+            spec.services.then_some(service_subnet.as_str()),
+        );
+        std::fs::write(&conf, text).map_err(|e| Error::io(&conf, e))?;
         let fleet = Component::start(
             "fleet",
             &spec.bins.get("kuryr-hollow")?,

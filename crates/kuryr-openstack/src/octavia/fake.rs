@@ -226,6 +226,25 @@ impl FakeOctavia {
         }
     }
 
+    /// The load balancer `id` belongs to: itself, or the one holding the listener, pool or
+    /// health monitor `id` (O(load balancers); the model cloud settles writes by it).
+    pub fn lb_of(&self, id: &str) -> Option<String> {
+        let st = self.lock();
+        if st.lbs.contains_key(id) {
+            return Some(id.to_string());
+        }
+        st.lbs.iter().find_map(|(lb_id, lb)| {
+            lb.listeners
+                .iter()
+                .any(|(l, p)| {
+                    l.id == id
+                        || p.as_ref()
+                            .is_some_and(|p| p.id == id || p.hm.as_ref().is_some_and(|h| h.0 == id))
+                })
+                .then(|| lb_id.clone())
+        })
+    }
+
     /// The members (address, port) of pool `name` of any load balancer.
     pub fn members_of(&self, pool_name: &str) -> Vec<(String, i32)> {
         let st = self.lock();

@@ -101,7 +101,7 @@ pub mod status {
 }
 
 /// One listener, pool or member of the status tree.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct TreeMember {
     /// ID.
     pub id: String,
@@ -123,7 +123,7 @@ pub struct TreeMember {
 }
 
 /// A pool in the status tree.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct TreePool {
     /// ID.
     pub id: String,
@@ -142,7 +142,7 @@ pub struct TreePool {
 }
 
 /// A health monitor in the status tree.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct TreeHealthMonitor {
     /// ID.
     pub id: String,
@@ -159,7 +159,7 @@ pub struct TreeHealthMonitor {
 
 /// A health monitor's settings (`POST /v2/lbaas/healthmonitors` without the pool, and what a
 /// `GET` answers).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct HealthMonitorSettings {
     /// `TCP`, `UDP-CONNECT`, `SCTP`.
     #[serde(rename = "type", default, deserialize_with = "null_string")]
@@ -212,7 +212,7 @@ impl HealthMonitorCreate {
 }
 
 /// A listener in the status tree.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct TreeListener {
     /// ID.
     pub id: String,
@@ -228,7 +228,7 @@ pub struct TreeListener {
 }
 
 /// `GET /v2/lbaas/loadbalancers/{id}/status`: the whole tree in one request.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct StatusTree {
     /// Load balancer ID.
     pub id: String,
@@ -244,7 +244,7 @@ pub struct StatusTree {
 }
 
 /// A listener as listed (the fields the status tree lacks).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Listener {
     /// ID.
     pub id: String,
@@ -272,7 +272,7 @@ pub struct Listener {
 }
 
 /// A pool as listed (the session persistence the status tree lacks).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Pool {
     /// ID.
     pub id: String,
@@ -294,7 +294,7 @@ impl Pool {
 }
 
 /// A pool's session persistence.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct SessionPersistence {
     /// Its type.
     #[serde(rename = "type", default, deserialize_with = "null_string")]

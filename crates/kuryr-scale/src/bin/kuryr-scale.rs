@@ -14,8 +14,12 @@ use kuryr_scale::{
 #[derive(Debug, Parser)]
 #[command(name = "kuryr-scale", version)]
 struct Args {
-    /// Steps as `PODS:NODES`, comma-separated.
-    #[arg(long, default_value = "1000:50,3000:100,10000:250,30000:500")]
+    /// Steps as `PODS:NODES[:SERVICES]`, comma-separated (SERVICES ClusterIP Services over the
+    /// pods once they are Ready; none when absent).
+    #[arg(
+        long,
+        default_value = "1000:50:100,3000:100:300,10000:250:1000,30000:500:3000"
+    )]
     steps: String,
     /// Directory of kube-sandbox, kuryr-controller, kuryr-hollow and kuryr-modelcloud.
     #[arg(long)]
@@ -38,19 +42,27 @@ struct Args {
     timeout: u64,
 }
 
-fn steps(s: &str) -> anyhow::Result<Vec<(usize, usize)>> {
+/// One step: pods, nodes, Services.
+type Step = (usize, usize, usize);
+
+fn steps(s: &str) -> anyhow::Result<Vec<Step>> {
     s.split(',')
         .map(|p| {
-            let (pods, nodes) = p
-                .trim()
-                .split_once(':')
-                .with_context(|| format!("--steps {p:?}: expected PODS:NODES"))?;
-            let pods: usize = pods.parse().with_context(|| format!("--steps {p:?}: pods"))?;
-            let nodes: usize = nodes.parse().with_context(|| format!("--steps {p:?}: nodes"))?;
+            let parts: Vec<&str> = p.trim().split(':').collect();
+            let num = |i: usize, what: &str| -> anyhow::Result<usize> {
+                parts
+                    .get(i)
+                    .map_or(Ok(0), |v| v.parse())
+                    .with_context(|| format!("--steps {p:?}: {what}"))
+            };
+            if !(2..=3).contains(&parts.len()) {
+                bail!("--steps {p:?}: expected PODS:NODES or PODS:NODES:SERVICES");
+            }
+            let (pods, nodes, services) = (num(0, "pods")?, num(1, "nodes")?, num(2, "services")?);
             if pods == 0 || nodes == 0 {
                 bail!("--steps {p:?}: pods and nodes must be positive");
             }
-            Ok((pods, nodes))
+            Ok((pods, nodes, services))
         })
         .collect()
 }
@@ -78,8 +90,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(&args.dir).with_context(|| format!("creating {}", args.dir.display()))?;
     let mut rows = Vec::new();
-    for (pods, nodes) in steps {
-        eprintln!("[{}] step: {pods} pods on {nodes} hollow nodes", now());
+    for (pods, nodes, services) in steps {
+        eprintln!(
+            "[{}] step: {pods} pods on {nodes} hollow nodes, {services} Services",
+            now()
+        );
         let row = run_step(&StepSpec {
             pods,
             nodes,
@@ -88,6 +103,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             time_scale: args.time_scale,
             concurrency: args.concurrency,
             per_namespace: args.per_namespace,
+            services,
             timeout: Duration::from_secs(args.timeout),
         })
         .await
