@@ -76,6 +76,50 @@ impl OpenStackOctavia {
         })
     }
 
+    /// Every entry of a list, page after page: Octavia answers at most `[api_settings]
+    /// pagination_max_limit` entries (1 000 by default) with a `<key>_links` `next` link whose
+    /// `marker` is the last entry's ID. Reading only the first page missed every load balancer
+    /// past the thousandth (found by the model cloud, issue 39). At most 1 000 pages.
+    async fn list_all<T: serde::de::DeserializeOwned>(
+        &self,
+        op: &'static str,
+        path: &str,
+        query: Query,
+        key: &str,
+    ) -> Result<Vec<T>> {
+        let mut out = Vec::new();
+        let mut marker: Option<String> = None;
+        for _ in 0..1000 {
+            let mut q = query.clone();
+            if let Some(m) = &marker {
+                q.push(("marker".into(), m.clone()));
+            }
+            let body = self.transport.call(op, Method::GET, path.into(), q, None).await?;
+            let mut v: Value = serde_json::from_slice(&body).map_err(|e| Error::Decode {
+                op,
+                message: e.to_string(),
+            })?;
+            let page: Vec<T> =
+                serde_json::from_value(v.get_mut(key).map(Value::take).ok_or_else(|| Error::Decode {
+                    op,
+                    message: format!("no {key:?} in the answer"),
+                })?)
+                .map_err(|e| Error::Decode {
+                    op,
+                    message: format!("{key}: {e}"),
+                })?;
+            out.extend(page);
+            marker = next_marker(&v, key);
+            if marker.is_none() {
+                return Ok(out);
+            }
+        }
+        Err(Error::Decode {
+            op,
+            message: format!("{key}: more than 1 000 pages"),
+        })
+    }
+
     async fn delete(&self, op: &'static str, path: String, query: Query) -> Result<()> {
         match self.transport.call(op, Method::DELETE, path, query, None).await {
             Ok(_) => Ok(()),
@@ -106,25 +150,34 @@ impl OpenStackOctavia {
     }
 }
 
+/// The `marker` of the `next` link of a list answer, if any.
+fn next_marker(answer: &Value, key: &str) -> Option<String> {
+    let links = answer.get(format!("{key}_links"))?.as_array()?;
+    let href = links
+        .iter()
+        .find(|l| l.get("rel").and_then(Value::as_str) == Some("next"))?
+        .get("href")?
+        .as_str()?;
+    let (_, query) = href.split_once('?')?;
+    query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("marker="))
+        .filter(|m| !m.is_empty())
+        .map(str::to_string)
+}
+
 impl Octavia for OpenStackOctavia {
     fn version(&self) -> ApiVersion {
         self.version
     }
 
     fn list_load_balancers<'a>(&'a self, filter: &'a LbFilter) -> BoxFuture<'a, Result<Vec<LoadBalancer>>> {
-        Box::pin(async move {
-            let body = self
-                .transport
-                .call(
-                    ops::LB_LIST,
-                    Method::GET,
-                    "lbaas/loadbalancers".into(),
-                    filter.query(),
-                    None,
-                )
-                .await?;
-            decode(ops::LB_LIST, &body, "loadbalancers")
-        })
+        Box::pin(self.list_all(
+            ops::LB_LIST,
+            "lbaas/loadbalancers",
+            filter.query(),
+            "loadbalancers",
+        ))
     }
 
     fn get_load_balancer<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<LoadBalancer>> {
@@ -177,14 +230,8 @@ impl Octavia for OpenStackOctavia {
     }
 
     fn list_listeners<'a>(&'a self, lb_id: &'a str) -> BoxFuture<'a, Result<Vec<Listener>>> {
-        Box::pin(async move {
-            let q = vec![("loadbalancer_id".to_string(), lb_id.to_string())];
-            let body = self
-                .transport
-                .call(ops::LISTENER_LIST, Method::GET, "lbaas/listeners".into(), q, None)
-                .await?;
-            decode(ops::LISTENER_LIST, &body, "listeners")
-        })
+        let q = vec![("loadbalancer_id".to_string(), lb_id.to_string())];
+        Box::pin(self.list_all(ops::LISTENER_LIST, "lbaas/listeners", q, "listeners"))
     }
 
     fn create_listener<'a>(&'a self, l: &'a ListenerCreate) -> BoxFuture<'a, Result<String>> {
@@ -220,14 +267,8 @@ impl Octavia for OpenStackOctavia {
     }
 
     fn list_pools<'a>(&'a self, lb_id: &'a str) -> BoxFuture<'a, Result<Vec<Pool>>> {
-        Box::pin(async move {
-            let q = vec![("loadbalancer_id".to_string(), lb_id.to_string())];
-            let body = self
-                .transport
-                .call(ops::POOL_LIST, Method::GET, "lbaas/pools".into(), q, None)
-                .await?;
-            decode(ops::POOL_LIST, &body, "pools")
-        })
+        let q = vec![("loadbalancer_id".to_string(), lb_id.to_string())];
+        Box::pin(self.list_all(ops::POOL_LIST, "lbaas/pools", q, "pools"))
     }
 
     fn update_pool_persistence<'a>(&'a self, id: &'a str, source_ip: bool) -> BoxFuture<'a, Result<()>> {
@@ -297,5 +338,24 @@ impl Octavia for OpenStackOctavia {
                 .await
                 .map(|_| ())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn the_next_marker_comes_from_the_next_link_only() {
+        let a = json!({"loadbalancers": [], "loadbalancers_links": [
+            {"rel": "previous", "href": "http://o/v2/lbaas/loadbalancers?marker=a"},
+            {"rel": "next", "href": "http://o/v2/lbaas/loadbalancers?tags=x&limit=2&marker=b7"}]});
+        assert_eq!(super::next_marker(&a, "loadbalancers").as_deref(), Some("b7"));
+        assert_eq!(
+            super::next_marker(&json!({"loadbalancers": []}), "loadbalancers"),
+            None
+        );
+        let last = json!({"pools": [], "pools_links": [{"rel": "previous", "href": "x?marker=a"}]});
+        assert_eq!(super::next_marker(&last, "pools"), None);
     }
 }
