@@ -228,9 +228,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Every route: Keystone under `/identity`, Neutron under `/network`, Octavia under
 /// `/load-balancer`, the model's own under `/__model`.
 pub fn router(cloud: Arc<Cloud>) -> Router {
+    let neutron_limit = axum::extract::DefaultBodyLimit::max(cloud.model.neutron_max_body_bytes);
     Router::new()
         .merge(keystone::routes())
-        .merge(neutron::routes())
+        .merge(neutron::routes().layer(neutron_limit))
         .merge(octavia::routes())
         .merge(stats::routes())
         .fallback(not_found)

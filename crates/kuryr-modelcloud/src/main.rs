@@ -1,5 +1,5 @@
-//! `kuryr-modelcloud`: serves a model cloud (Keystone + Neutron) for scale runs and prints what
-//! a kuryr.conf needs to use it.
+//! `kuryr-modelcloud`: serves a model cloud (Keystone, Neutron, Octavia) for scale runs and
+//! prints what a kuryr.conf needs to use it.
 
 use std::{net::SocketAddr, path::PathBuf};
 
@@ -8,7 +8,7 @@ use clap::Parser;
 use kuryr_modelcloud::{Cloud, Model, serve};
 use kuryr_openstack::fake::FakeNeutron;
 
-/// A model cloud for scale tests only (issue 39): Neutron's and Keystone's APIs as kuryr-rs
+/// A model cloud for scale tests only (issue 39): Keystone, Neutron and Octavia as kuryr-rs
 /// calls them, priced by a queueing model calibrated against the real sandbox.
 #[derive(Debug, Parser)]
 #[command(version)]

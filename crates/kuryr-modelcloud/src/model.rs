@@ -60,6 +60,9 @@ pub struct Model {
     /// 250–600 ms from the wiring to ovn-controller's claim (docs/port-pools.md, "where the
     /// pod's time goes").
     pub active_after_plug_ms: (u64, u64),
+    /// The largest request body Neutron reads (oslo.service's `[DEFAULT] max_request_body_size`,
+    /// 114 688 bytes by default); a larger one is answered 413. A bulk of ~300 ports passes it.
+    pub neutron_max_body_bytes: usize,
     /// Octavia's API workers answering requests at once. Provisional: 1 (the sandbox runs
     /// one API process).
     pub octavia_api_workers: usize,
@@ -153,6 +156,7 @@ impl Default for Model {
             default_cost: Cost::new(50.0, 0.0),
             ipam_collision: 1.0,
             active_after_plug_ms: (250, 600),
+            neutron_max_body_bytes: 114_688,
             octavia_api_workers: 1,
             octavia,
             provisioners: 2,

@@ -78,6 +78,10 @@ async fn the_real_client_works_against_the_model() {
     let ips: std::collections::BTreeSet<_> =
         ports.iter().map(|p| p.fixed_ips[0].ip_address.clone()).collect();
     assert_eq!(ips.len(), 5, "each port its own address");
+    // Past Neutron's max_request_body_size (112 KiB): 413, as oslo.service answers it.
+    let many: Vec<PortCreate> = (0..1000).map(|_| reqs[0].clone()).collect();
+    let err = n.create_ports_bulk(&many).await.expect_err("too large a body");
+    assert!(err.to_string().contains("413"), "{err}");
 
     // Filtered lists with fields.
     let listed = n

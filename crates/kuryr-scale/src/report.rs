@@ -76,6 +76,8 @@ pub struct StepSpec {
     /// ClusterIP Services over the pods, created once they are Ready (0: the Service handlers
     /// stay off).
     pub services: usize,
+    /// A JSON file replacing parts of the model cloud's model.
+    pub model: Option<PathBuf>,
     /// How long the burst (and the fail-over) may take.
     pub timeout: Duration,
 }
@@ -175,6 +177,7 @@ pub async fn run_step(spec: &StepSpec) -> Result<Row, Error> {
         dir: dir.clone(),
         time_scale: spec.time_scale,
         services: spec.services > 0,
+        model: spec.model.clone(),
     })
     .await?;
     let r = measure(spec, world).await;

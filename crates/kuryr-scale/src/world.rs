@@ -36,6 +36,9 @@ pub struct WorldSpec {
     /// Services handled (the controller's `service`, `endpoints` and `kuryrloadbalancer`
     /// handlers on, load balancers in the model's Octavia).
     pub services: bool,
+    /// A JSON file replacing parts of the model (`kuryr-modelcloud --model`), e.g. more
+    /// Neutron API workers than the sandbox's one.
+    pub model: Option<PathBuf>,
 }
 
 /// A running world.
@@ -109,19 +112,23 @@ impl World {
     pub async fn start(spec: &WorldSpec) -> Result<World, Error> {
         let logs = spec.dir.join("logs");
         std::fs::create_dir_all(&logs).map_err(|e| Error::io(&logs, e))?;
+        let mut cloud_args = vec![
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+            "--network".into(),
+            format!("pods={POD_CIDR}"),
+            "--network".into(),
+            format!("services={SERVICE_CIDR}"),
+            "--time-scale".into(),
+            spec.time_scale.to_string(),
+        ];
+        if let Some(m) = &spec.model {
+            cloud_args.extend(["--model".into(), m.display().to_string()]);
+        }
         let mut cloud = Component::start(
             "modelcloud",
             &spec.bins.get("kuryr-modelcloud")?,
-            &[
-                "--listen".into(),
-                "127.0.0.1:0".into(),
-                "--network".into(),
-                format!("pods={POD_CIDR}"),
-                "--network".into(),
-                format!("services={SERVICE_CIDR}"),
-                "--time-scale".into(),
-                spec.time_scale.to_string(),
-            ],
+            &cloud_args,
             &logs,
             true,
         )?;

@@ -35,6 +35,7 @@ async fn short_scale_run() {
             concurrency: 16,
             per_namespace: 100,
             services,
+            model: None,
             timeout: Duration::from_secs(300),
         })
         .await

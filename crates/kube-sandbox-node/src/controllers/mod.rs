@@ -1,7 +1,8 @@
 //! Control-plane loops that a real cluster runs beside the API server: the scheduler (binds pods
 //! to Ready nodes), the endpoints controller (Endpoints + EndpointSlices from Ready pods), the
 //! workload controllers ([`replicaset`], [`deployment`], [`daemonset`]) and the pod garbage
-//! collector ([`podgc`]). Each loop keeps reflector caches, wakes on their changes (and on its
+//! collector ([`podgc`]). Each loop reads reflector caches (every pod and every node in one
+//! cache shared by all loops, [`Caches`]; the others its own), wakes on their changes (and on its
 //! own timers), and recomputes everything it owns.
 
 pub mod daemonset;
@@ -64,13 +65,15 @@ pub async fn run_with_client(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), Error> {
     crate::node::install_crypto_provider();
+    let (caches, _caches_guard) = Caches::start(&client).await?;
+    let c = || caches.clone();
     let loops: Vec<(&'static str, JoinHandle<Result<(), Error>>)> = vec![
-        ("scheduler", tokio::spawn(scheduler::run(client.clone()))),
-        ("endpoints", tokio::spawn(endpoints::run(client.clone()))),
-        ("replicaset", tokio::spawn(replicaset::run(client.clone()))),
-        ("deployment", tokio::spawn(deployment::run(client.clone()))),
-        ("daemonset", tokio::spawn(daemonset::run(client.clone()))),
-        ("podgc", tokio::spawn(podgc::run(client))),
+        ("scheduler", tokio::spawn(scheduler::run(client.clone(), c()))),
+        ("endpoints", tokio::spawn(endpoints::run(client.clone(), c()))),
+        ("replicaset", tokio::spawn(replicaset::run(client.clone(), c()))),
+        ("deployment", tokio::spawn(deployment::run(client.clone(), c()))),
+        ("daemonset", tokio::spawn(daemonset::run(client.clone(), c()))),
+        ("podgc", tokio::spawn(podgc::run(client, c()))),
     ];
     let (names, handles): (Vec<_>, Vec<_>) = loops.into_iter().unzip();
     let aborts: Vec<_> = handles.iter().map(JoinHandle::abort_handle).collect();
@@ -151,7 +154,13 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let (reader, writer) = reflector::store::<K>();
-    let stream = reflector(writer, watcher(api, cfg).default_backoff());
+    // No loop reads managedFields, and they are most of a cached object's memory (a pod's
+    // status manager alone is a tree of a hundred maps): every cache drops them, as
+    // controllers built on kube-rs do.
+    let lean = watcher(api, cfg)
+        .default_backoff()
+        .modify(|o| o.meta_mut().managed_fields = None);
+    let stream = reflector(writer, lean);
     let handle = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(ev) = stream.next().await {
@@ -164,31 +173,84 @@ where
     (reader, handle)
 }
 
-/// Synced caches of every pod and every node, the `Notify` their changes ping, and the guard
-/// that stops both watches (what the scheduler and the pod garbage collector start from).
-pub(crate) async fn pods_and_nodes(
-    client: &Client,
-) -> Result<(Store<Pod>, Store<Node>, Arc<Notify>, AbortOnDrop), Error> {
-    let notify = Arc::new(Notify::new());
-    let (pods, h1) = spawn_reflector(
-        Api::<Pod>::all(client.clone()),
-        watcher::Config::default(),
-        notify.clone(),
-    );
-    let (nodes, h2) = spawn_reflector(
-        Api::<Node>::all(client.clone()),
-        watcher::Config::default(),
-        notify.clone(),
-    );
-    let guard = AbortOnDrop(vec![h1, h2]);
-    pods.wait_until_ready()
-        .await
-        .map_err(|_| Error::CacheSync("pods"))?;
-    nodes
-        .wait_until_ready()
-        .await
-        .map_err(|_| Error::CacheSync("nodes"))?;
-    Ok((pods, nodes, notify, guard))
+/// One cache of a kind shared by every loop that reads it: one watch and one copy of each object
+/// for all of them (every loop used to keep its own: six copies of every pod), each change
+/// pinging every subscriber's `Notify`.
+#[derive(Clone)]
+pub(crate) struct Shared<K: Resource<DynamicType = ()> + 'static> {
+    store: Store<K>,
+    subscribers: Arc<std::sync::Mutex<Vec<Arc<Notify>>>>,
+}
+
+impl<K> Shared<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    fn spawn(api: Api<K>) -> (Self, JoinHandle<()>) {
+        let hub = Arc::new(Notify::new());
+        let (store, watch) = spawn_reflector(api, watcher::Config::default(), hub.clone());
+        let subscribers: Arc<std::sync::Mutex<Vec<Arc<Notify>>>> = Arc::default();
+        let subs = subscribers.clone();
+        // Fans the watch's pings out (a Notify keeps one permit: a burst is one wake-up each).
+        let fan = tokio::spawn(async move {
+            let _watch = AbortOnDrop(vec![watch]);
+            loop {
+                hub.notified().await;
+                let list = subs.lock().map(|l| l.clone()).unwrap_or_default();
+                for n in list {
+                    n.notify_one();
+                }
+            }
+        });
+        (Shared { store, subscribers }, fan)
+    }
+
+    /// The cache, its changes pinging `notify` from now on.
+    pub(crate) fn subscribe(&self, notify: &Arc<Notify>) -> Store<K> {
+        if let Ok(mut l) = self.subscribers.lock() {
+            l.push(notify.clone());
+        }
+        self.store.clone()
+    }
+}
+
+/// The caches several loops share: every pod and every node.
+#[derive(Clone)]
+pub(crate) struct Caches {
+    /// Every pod (managedFields dropped).
+    pub pods: Shared<Pod>,
+    /// Every node.
+    pub nodes: Shared<Node>,
+}
+
+impl Caches {
+    /// Starts both watches and waits until both caches are synced; the guard stops them.
+    async fn start(client: &Client) -> Result<(Caches, AbortOnDrop), Error> {
+        let (pods, h1) = Shared::spawn(Api::<Pod>::all(client.clone()));
+        let (nodes, h2) = Shared::spawn(Api::<Node>::all(client.clone()));
+        let guard = AbortOnDrop(vec![h1, h2]);
+        pods.store
+            .wait_until_ready()
+            .await
+            .map_err(|_| Error::CacheSync("pods"))?;
+        nodes
+            .store
+            .wait_until_ready()
+            .await
+            .map_err(|_| Error::CacheSync("nodes"))?;
+        Ok((Caches { pods, nodes }, guard))
+    }
+
+    /// Pods and nodes, and the `Notify` their changes ping (what the scheduler and the pod
+    /// garbage collector start from).
+    pub(crate) fn pods_and_nodes(&self) -> (Store<Pod>, Store<Node>, Arc<Notify>) {
+        let notify = Arc::new(Notify::new());
+        (
+            self.pods.subscribe(&notify),
+            self.nodes.subscribe(&notify),
+            notify,
+        )
+    }
 }
 
 /// Aborts the tasks when dropped.

@@ -47,8 +47,8 @@ pub fn unscheduled_terminating(pods: &[Arc<Pod>]) -> Vec<Arc<Pod>> {
 }
 
 /// Runs the pod garbage collector forever.
-pub async fn run(client: Client) -> Result<(), Error> {
-    let (pods, nodes, notify, _guard) = super::pods_and_nodes(&client).await?;
+pub(crate) async fn run(client: Client, caches: super::Caches) -> Result<(), Error> {
+    let (pods, nodes, notify) = caches.pods_and_nodes();
     let node_api: Api<Node> = Api::all(client.clone());
     info!("pod garbage collector running");
     loop {

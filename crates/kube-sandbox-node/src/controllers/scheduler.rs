@@ -134,8 +134,8 @@ fn unschedulable_message(pod: &Pod) -> Option<String> {
 }
 
 /// Runs the scheduler forever.
-pub async fn run(client: Client) -> Result<(), Error> {
-    let (pods, nodes, notify, _guard) = super::pods_and_nodes(&client).await?;
+pub(crate) async fn run(client: Client, caches: super::Caches) -> Result<(), Error> {
+    let (pods, nodes, notify) = caches.pods_and_nodes();
     let recorder = Recorder::new(client.clone(), "default-scheduler", None);
     // Bindings we made that the cache may not show yet: pod uid → node.
     let mut bound: HashMap<String, String> = HashMap::new();

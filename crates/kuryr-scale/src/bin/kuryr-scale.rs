@@ -37,6 +37,10 @@ struct Args {
     /// Pods a namespace.
     #[arg(long, default_value_t = 500)]
     per_namespace: usize,
+    /// A JSON file replacing parts of the model cloud's model (see kuryr-modelcloud's
+    /// `src/model.rs`), e.g. `{"neutron_workers": 8}`.
+    #[arg(long)]
+    model: Option<PathBuf>,
     /// Seconds a step's burst (and its fail-over) may take.
     #[arg(long, default_value_t = 3600)]
     timeout: u64,
@@ -104,6 +108,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             concurrency: args.concurrency,
             per_namespace: args.per_namespace,
             services,
+            model: args.model.clone(),
             timeout: Duration::from_secs(args.timeout),
         })
         .await

@@ -49,34 +49,19 @@ const BACKOFF_START: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(15 * 60);
 
 /// Runs the DaemonSet controller forever.
-pub async fn run(client: Client) -> Result<(), Error> {
+pub(crate) async fn run(client: Client, caches: super::Caches) -> Result<(), Error> {
     let notify = Arc::new(Notify::new());
     let (sets, h1) = spawn_reflector(
         Api::<DaemonSet>::all(client.clone()),
         watcher::Config::default(),
         notify.clone(),
     );
-    let (pods, h2) = spawn_reflector(
-        Api::<Pod>::all(client.clone()),
-        watcher::Config::default(),
-        notify.clone(),
-    );
-    let (nodes, h3) = spawn_reflector(
-        Api::<Node>::all(client.clone()),
-        watcher::Config::default(),
-        notify.clone(),
-    );
-    let _guard = AbortOnDrop(vec![h1, h2, h3]);
+    let pods = caches.pods.subscribe(&notify);
+    let nodes = caches.nodes.subscribe(&notify);
+    let _guard = AbortOnDrop(vec![h1]);
     sets.wait_until_ready()
         .await
         .map_err(|_| Error::CacheSync("daemonsets"))?;
-    pods.wait_until_ready()
-        .await
-        .map_err(|_| Error::CacheSync("pods"))?;
-    nodes
-        .wait_until_ready()
-        .await
-        .map_err(|_| Error::CacheSync("nodes"))?;
     let mut ctl = Controller {
         client: client.clone(),
         recorder: Recorder::new(client, "daemonset-controller", None),

@@ -39,7 +39,7 @@ use crate::events::{EventType, Recorder, reference};
 use rollout::{Params, RsState, params};
 
 /// Runs the Deployment controller forever.
-pub async fn run(client: Client) -> Result<(), Error> {
+pub(crate) async fn run(client: Client, caches: super::Caches) -> Result<(), Error> {
     let notify = Arc::new(Notify::new());
     let (deps, h1) = spawn_reflector(
         Api::<Deployment>::all(client.clone()),
@@ -51,12 +51,8 @@ pub async fn run(client: Client) -> Result<(), Error> {
         watcher::Config::default(),
         notify.clone(),
     );
-    let (pods, h3) = spawn_reflector(
-        Api::<Pod>::all(client.clone()),
-        watcher::Config::default(),
-        notify.clone(),
-    );
-    let _guard = AbortOnDrop(vec![h1, h2, h3]);
+    let pods = caches.pods.subscribe(&notify);
+    let _guard = AbortOnDrop(vec![h1, h2]);
     for (store_ready, what) in [
         (deps.wait_until_ready().await.is_ok(), "deployments"),
         (sets.wait_until_ready().await.is_ok(), "replicasets"),

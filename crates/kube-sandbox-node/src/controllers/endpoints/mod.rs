@@ -43,18 +43,14 @@ fn key(ns: Option<String>, name: String) -> (String, String) {
 }
 
 /// Runs the endpoints controller forever.
-pub async fn run(client: Client) -> Result<(), Error> {
+pub(crate) async fn run(client: Client, caches: super::Caches) -> Result<(), Error> {
     let notify = Arc::new(Notify::new());
     let (services, h1) = spawn_reflector(
         Api::<Service>::all(client.clone()),
         watcher::Config::default(),
         notify.clone(),
     );
-    let (pods, h2) = spawn_reflector(
-        Api::<Pod>::all(client.clone()),
-        watcher::Config::default(),
-        notify.clone(),
-    );
+    let pods = caches.pods.subscribe(&notify);
     let (endpoints, h3) = spawn_reflector(
         Api::<Endpoints>::all(client.clone()),
         watcher::Config::default(),
@@ -65,14 +61,11 @@ pub async fn run(client: Client) -> Result<(), Error> {
         watcher::Config::default().labels(&format!("{MANAGED_BY_LABEL}={MANAGED_BY}")),
         notify.clone(),
     );
-    let _guard = AbortOnDrop(vec![h1, h2, h3, h4]);
+    let _guard = AbortOnDrop(vec![h1, h3, h4]);
     services
         .wait_until_ready()
         .await
         .map_err(|_| Error::CacheSync("services"))?;
-    pods.wait_until_ready()
-        .await
-        .map_err(|_| Error::CacheSync("pods"))?;
     endpoints
         .wait_until_ready()
         .await

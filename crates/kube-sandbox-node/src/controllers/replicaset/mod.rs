@@ -29,25 +29,18 @@ use super::{
 use crate::events::{EventType, Recorder, reference};
 
 /// Runs the ReplicaSet controller forever.
-pub async fn run(client: Client) -> Result<(), Error> {
+pub(crate) async fn run(client: Client, caches: super::Caches) -> Result<(), Error> {
     let notify = Arc::new(Notify::new());
     let (sets, h1) = spawn_reflector(
         Api::<ReplicaSet>::all(client.clone()),
         watcher::Config::default(),
         notify.clone(),
     );
-    let (pods, h2) = spawn_reflector(
-        Api::<Pod>::all(client.clone()),
-        watcher::Config::default(),
-        notify.clone(),
-    );
-    let _guard = AbortOnDrop(vec![h1, h2]);
+    let pods = caches.pods.subscribe(&notify);
+    let _guard = AbortOnDrop(vec![h1]);
     sets.wait_until_ready()
         .await
         .map_err(|_| Error::CacheSync("replicasets"))?;
-    pods.wait_until_ready()
-        .await
-        .map_err(|_| Error::CacheSync("pods"))?;
     let mut ctl = Controller {
         client: client.clone(),
         recorder: Recorder::new(client, "replicaset-controller", None),
