@@ -139,6 +139,11 @@ impl Cloud {
             Desk::Neutron => (&self.workers, self.model.cost(op)),
             Desk::Octavia => (&self.octavia_api, self.model.octavia_cost(op)),
         };
+        let mut pending = stats::Pending {
+            cloud: self,
+            op,
+            done: false,
+        };
         let queued = Instant::now();
         let _worker = workers.acquire().await.ok()?;
         let wait = queued.elapsed();
@@ -152,6 +157,7 @@ impl Cloud {
             service += more;
         }
         self.record(op, before + listed, wait, service, r.is_ok());
+        pending.done = true;
         Some(r)
     }
 

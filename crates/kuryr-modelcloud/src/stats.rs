@@ -21,6 +21,10 @@ pub struct OpStats {
     pub requests: u64,
     /// Of which answered with an error.
     pub errors: u64,
+    /// Requests whose client went away (its timeout) before they were answered — while queued
+    /// for a worker or being served; not in `requests`.
+    #[serde(default)]
+    pub abandoned: u64,
     /// Items (ports of a bulk, rules, entries listed).
     pub items: u64,
     /// Time spent waiting for a worker, summed (ms).
@@ -60,6 +64,28 @@ impl Cloud {
         o.wait_ms += w;
         o.max_wait_ms = o.max_wait_ms.max(w);
         o.service_ms += service.as_secs_f64() * 1000.0;
+    }
+}
+
+impl Cloud {
+    pub(crate) fn record_abandoned(&self, op: &str) {
+        lock(&self.stats).ops.entry(op.to_string()).or_default().abandoned += 1;
+    }
+}
+
+/// Counts its operation as abandoned when dropped before [`Pending::done`] (axum drops a
+/// handler's future when its client disconnects).
+pub(crate) struct Pending<'a> {
+    pub(crate) cloud: &'a Cloud,
+    pub(crate) op: &'static str,
+    pub(crate) done: bool,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.cloud.record_abandoned(self.op);
+        }
     }
 }
 

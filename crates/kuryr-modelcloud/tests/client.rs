@@ -268,6 +268,23 @@ async fn one_worker_queues_concurrent_requests_and_bulks_on_one_network_collide(
     assert_eq!((o.requests, o.items), (2, 20));
     assert!(o.wait_ms >= 90.0, "the second waited for the first: {o:?}");
     assert!(o.service_ms >= 290.0, "100 + 200 ms of service: {o:?}");
+
+    // A client that gives up while its request waits for the worker is counted as abandoned.
+    let slow = {
+        let (n, r) = (n.clone(), reqs.clone());
+        tokio::spawn(async move { n.create_ports_bulk(&r).await })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let host = running.url.trim_start_matches("http://").to_string();
+    let mut s = tokio::net::TcpStream::connect(&host).await.expect("connects");
+    let req = format!("GET /network/v2.0/ports HTTP/1.1\r\nHost: {host}\r\n\r\n");
+    s.write_all(req.as_bytes()).await.expect("writes");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    drop(s);
+    slow.await.expect("joins").expect("bulk");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let lists = &running.cloud.stats().ops[ops::PORT_LIST];
+    assert_eq!((lists.abandoned, lists.requests), (1, 0), "{lists:?}");
 }
 
 /// kuryr-openstack's real Octavia client against the model: version discovery, a fully
