@@ -97,7 +97,8 @@ fn conf_text(auth_url: &str, subnet: &str, service_subnet: Option<&str>) -> Stri
         ),
         None => ("vif,kuryrport", String::new(), ""),
     };
-    // Upstream's pool defaults (batch 10, min 5): what users run.
+    // Upstream's defaults otherwise: `vif_pool_driver = noop` (a port per pod, created on demand,
+    // concurrent creations coalesced into one bulk).
     format!(
         "[kubernetes]\nenabled_handlers = {handlers}\nendpoints_driver_octavia_provider = ovn\n\
          [neutron]\nauth_type = password\nauth_url = {auth_url}\nusername = kuryr\npassword = model\n\
