@@ -119,6 +119,11 @@ pub(crate) fn decode<T: DeserializeOwned>(op: &'static str, body: &Bytes, key: &
         op,
         message: e.to_string(),
     })?;
+    take_key(op, &mut v, key)
+}
+
+/// [`decode`] of an answer already parsed (the rest of `v` stays readable: a list's links).
+pub(crate) fn take_key<T: DeserializeOwned>(op: &'static str, v: &mut Value, key: &str) -> Result<T> {
     let inner = v.get_mut(key).map(Value::take).ok_or_else(|| Error::Decode {
         op,
         message: format!("no {key:?} in the answer"),

@@ -25,7 +25,7 @@ pub const LABEL: &str = "kuryr-scale";
 
 type Seen = Arc<Mutex<HashMap<String, Instant>>>;
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 

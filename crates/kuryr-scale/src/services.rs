@@ -19,7 +19,10 @@ use kube::{
 use kuryr_types::KuryrLoadBalancer;
 use serde_json::json;
 
-use crate::{Error, burst::PodAt};
+use crate::{
+    Error,
+    burst::{PodAt, lock},
+};
 
 /// The label that puts a pod behind one Service of its namespace.
 pub const GROUP: &str = "kuryr-scale-group";
@@ -70,10 +73,6 @@ pub fn layout(pods: &mut [PodAt], services: usize) -> Vec<ServiceAt> {
 
 /// `ns/name` → (members → first seen with that many).
 type Seen = Arc<Mutex<HashMap<String, BTreeMap<usize, Instant>>>>;
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// Watches KuryrLoadBalancers, recording when each first had a load balancer in its status
 /// with N members. Dropping it stops the watch.

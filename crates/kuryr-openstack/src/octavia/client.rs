@@ -15,7 +15,7 @@ use super::model::{
     LoadBalancer, MemberSpec, Pool, PoolCreate, StatusTree,
 };
 use crate::api::BoxFuture;
-use crate::client::{Transport, decode, seg};
+use crate::client::{Transport, decode, seg, take_key};
 use crate::error::{Error, Result};
 use crate::model::Query;
 use crate::observe::{RequestObserver, ops};
@@ -99,15 +99,7 @@ impl OpenStackOctavia {
                 op,
                 message: e.to_string(),
             })?;
-            let page: Vec<T> =
-                serde_json::from_value(v.get_mut(key).map(Value::take).ok_or_else(|| Error::Decode {
-                    op,
-                    message: format!("no {key:?} in the answer"),
-                })?)
-                .map_err(|e| Error::Decode {
-                    op,
-                    message: format!("{key}: {e}"),
-                })?;
+            let page: Vec<T> = take_key(op, &mut v, key)?;
             out.extend(page);
             marker = next_marker(&v, key);
             if marker.is_none() {
