@@ -6,13 +6,19 @@
 //! The flip is timed by connection attempts started every [`ATTEMPT_EVERY`] from the client
 //! pod's network namespace, each with its own timeout: the flip is the start of the first attempt
 //! from which every attempt gives the new answer, so a dropped SYN's timeout does not blur it.
+//!
+//! Beside it, the control plane's own time: from the change until the KuryrNetworkPolicy's
+//! status holds (or no longer holds) a rule whose remote prefix is the client pod's address —
+//! the rules written. With `no_traffic` (a cloud without a data path: the model cloud, which
+//! the calibration replays this benchmark against) only that one is measured.
 
 use std::{
     collections::BTreeMap,
     time::{Duration, Instant},
 };
 
-use kube::Client;
+use kube::{Api, Client};
+use kuryr_types::KuryrNetworkPolicy;
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
@@ -43,7 +49,12 @@ pub struct Options {
     pub pods: usize,
     /// How long one change may take before the run fails.
     pub timeout: Duration,
+    /// Control-plane figures only: no probes (a cloud without a data path).
+    pub no_traffic: bool,
 }
+
+/// The KuryrNetworkPolicy status is read this often while a change is timed.
+pub const STATUS_EVERY: Duration = Duration::from_millis(50);
 
 /// The kinds of change timed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -166,6 +177,75 @@ async fn time_flip(
     }
 }
 
+/// Whether KuryrNetworkPolicy `ns/name`'s status admits `ip` (a rule whose remote prefix is
+/// the address, as `ip` or `ip/32`); `None` while it has no status.
+async fn knp_admits(api: &Api<KuryrNetworkPolicy>, name: &str, ip: &str) -> Result<Option<bool>> {
+    let got = api.get_opt(name).await.map_err(|source| Error::Kube {
+        what: format!("get KuryrNetworkPolicy {name}"),
+        source,
+    })?;
+    let Some(knp) = got else {
+        return Ok(None);
+    };
+    let Some(st) = knp.status else {
+        return Ok(None);
+    };
+    let host = format!("{ip}/32");
+    Ok(Some(st.security_group_rules.iter().any(|r| {
+        r.remote_ip_prefix
+            .as_deref()
+            .is_some_and(|p| p == ip || p == host)
+    })))
+}
+
+/// Times, from `started` (the change), until KuryrNetworkPolicy `ns/name`'s status admits
+/// (`allowed`) or no longer admits `ip`.
+async fn time_rules(
+    client: &Client,
+    (ns, name): (&str, &str),
+    ip: &str,
+    allowed: bool,
+    started: Instant,
+    within: Duration,
+) -> Result<Duration> {
+    let api: Api<KuryrNetworkPolicy> = Api::namespaced(client.clone(), ns);
+    loop {
+        if knp_admits(&api, name, ip).await? == Some(allowed) {
+            return Ok(started.elapsed());
+        }
+        if started.elapsed() > within {
+            return Err(Error::Timeout {
+                what: format!(
+                    "KuryrNetworkPolicy {ns}/{name} to {} {ip}",
+                    if allowed { "admit" } else { "no longer admit" }
+                ),
+                secs: within.as_secs(),
+            });
+        }
+        tokio::time::sleep(STATUS_EVERY).await;
+    }
+}
+
+/// The rules the policies' statuses hold (`None` while one has no status yet).
+async fn knp_rules(client: &Client, policies: usize) -> Result<Option<usize>> {
+    let mut n = 0;
+    for j in 0..policies {
+        let api: Api<KuryrNetworkPolicy> = Api::namespaced(client.clone(), &ns_of(j));
+        let got = api
+            .get_opt(&format!("np-{j}"))
+            .await
+            .map_err(|source| Error::Kube {
+                what: format!("get KuryrNetworkPolicy {}/np-{j}", ns_of(j)),
+                source,
+            })?;
+        match got.and_then(|k| k.status) {
+            Some(st) if st.security_group_id.is_some() => n += st.security_group_rules.len(),
+            _ => return Ok(None),
+        }
+    }
+    Ok(Some(n))
+}
+
 /// The controller's Neutron requests so far, per operation.
 async fn neutron_requests(cluster: &Cluster) -> Result<BTreeMap<String, f64>> {
     let s = metrics::scrape(&cluster.metrics_url).await?;
@@ -241,30 +321,36 @@ pub async fn run(cluster: &Cluster, client: &Client, o: &Options) -> Result<Stri
     let pairs: Vec<(Pod, Pod)> = (0..measured)
         .map(|j| Ok((pod(j)?, pod((j + 1) % o.pods)?)))
         .collect::<Result<_>>()?;
-    for (target, client_pod) in &pairs {
-        time_flip(
-            client_pod,
-            target,
-            false,
-            Instant::now(),
-            Duration::from_secs(120),
-        )
-        .await?;
+    for (j, (target, client_pod)) in pairs.iter().enumerate() {
+        let (np, settle) = (format!("np-{j}"), Duration::from_secs(120));
+        let ns = ns_of(j);
+        time_rules(client, (&ns, &np), &client_pod.ip, false, Instant::now(), settle).await?;
+        if !o.no_traffic {
+            time_flip(client_pod, target, false, Instant::now(), settle).await?;
+        }
     }
-    // The rules the policies hold once every group is filled (stable over two reads).
-    let count =
-        || -> Result<usize> { Ok(netpol::groups_tagged(&cluster.tag)?.iter().map(|g| g.rules).sum()) };
-    let mut rules = count()?;
+    // The rules the policies hold once every group is filled (stable over two reads): in the
+    // cloud's groups (not countable without a data path's cloud: the statuses' count instead).
+    let count = || async {
+        if o.no_traffic {
+            Ok::<_, Error>(knp_rules(client, o.policies).await?.unwrap_or(0))
+        } else {
+            Ok(netpol::groups_tagged(&cluster.tag)?.iter().map(|g| g.rules).sum())
+        }
+    };
+    let mut rules = count().await?;
     for _ in 0..30 {
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let now = count()?;
+        let now = count().await?;
         if now == rules {
             break;
         }
         rules = now;
     }
+    let status_rules = knp_rules(client, o.policies).await?;
     let mut out = String::new();
     let mut times: BTreeMap<Kind, Vec<u128>> = BTreeMap::new();
+    let mut written: Vec<u128> = Vec::new();
     let before = neutron_requests(cluster).await?;
     let mut changes = 0usize;
     for kind in [Kind::PodLabel, Kind::NamespaceLabel, Kind::PolicyUpdate] {
@@ -291,22 +377,33 @@ pub async fn run(cluster: &Cluster, client: &Client, o: &Options) -> Result<Stri
                         netpol::apply_policy(client, &ns_of(j), &format!("np-{j}"), spec).await?;
                     }
                 }
-                let took = time_flip(cl, target, open, since, o.timeout).await?;
+                let (np, ns) = (format!("np-{j}"), ns_of(j));
+                let rules_at = time_rules(client, (&ns, &np), &cl.ip, open, since, o.timeout);
+                let (took, rules_took) = if o.no_traffic {
+                    (None, rules_at.await?)
+                } else {
+                    let (t, r) = tokio::join!(time_flip(cl, target, open, since, o.timeout), rules_at);
+                    (Some(t?), r?)
+                };
+                written.push(rules_took.as_millis());
                 changes += 1;
                 let line = format!(
-                    "change {changes:>2}: {:<15} {} np-{j} ({}/{} -> {}/{}): {:>5} ms",
+                    "change {changes:>2}: {:<15} {} np-{j} ({}/{} -> {}/{}): {:>5} ms (rules written {} ms)",
                     kind.label(),
                     if open { "allow" } else { "deny " },
                     cl.ns,
                     cl.name,
                     target.ns,
                     target.name,
-                    took.as_millis()
+                    took.map_or("NA".into(), |t| t.as_millis().to_string()),
+                    rules_took.as_millis()
                 );
                 eprintln!("{line}");
                 out.push_str(&line);
                 out.push('\n');
-                times.entry(kind).or_default().push(took.as_millis());
+                if let Some(t) = took {
+                    times.entry(kind).or_default().push(t.as_millis());
+                }
             }
         }
     }
@@ -339,14 +436,25 @@ pub async fn run(cluster: &Cluster, client: &Client, o: &Options) -> Result<Stri
             v.last().copied().unwrap_or(0)
         ));
     }
+    written.sort_unstable();
+    let q = |v: &[u128], p: f64| {
+        if v.is_empty() {
+            "NA".to_string()
+        } else {
+            quantile(v, p).to_string()
+        }
+    };
     out.push_str(&format!(
-        "policies={} pods={} enforce_p50_ms={} enforce_p99_ms={} neutron_calls_per_change={:.2} sg_rules={}",
+        "policies={} pods={} enforce_p50_ms={} enforce_p99_ms={} rules_written_p50_ms={} rules_written_p99_ms={} neutron_calls_per_change={:.2} sg_rules={} status_rules={}",
         o.policies,
         o.pods,
-        quantile(&all, 0.5),
-        quantile(&all, 0.99),
+        q(&all, 0.5),
+        q(&all, 0.99),
+        q(&written, 0.5),
+        q(&written, 0.99),
         calls,
-        rules
+        rules,
+        status_rules.map_or("NA".into(), |n| n.to_string())
     ));
     Ok(out)
 }

@@ -1,7 +1,11 @@
 //! `bench/service-burst`: N Services created at once over M backend pods, measured from the
 //! client's side — create → the VIP answers (from a pod's network namespace); a backend pod
 //! deleted → its VIPs no longer send connections to it; Octavia requests per Service (the
-//! controller's request counter); load balancers left after deleting every Service.
+//! controller's request counter); load balancers left after deleting every Service. Beside
+//! the traffic figures, the control plane's own: create → the KuryrLoadBalancer's status holds
+//! every backend as a member, and backend deleted → its member gone from the status. Those are
+//! all a cloud without a data path can show: `--no-traffic` measures only them (the model
+//! cloud's calibration replays this benchmark against both clouds).
 
 use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
@@ -27,6 +31,9 @@ pub struct SvcBurstConfig {
     pub namespace: String,
     /// Bound of each phase.
     pub timeout: Duration,
+    /// Control-plane figures only: no probe through the VIPs (a cloud without a data path,
+    /// the model cloud), no count of the cloud's load balancers left.
+    pub no_traffic: bool,
 }
 
 /// The figures.
@@ -36,12 +43,18 @@ pub struct SvcBurstResult {
     pub create_answer_ms: Vec<f64>,
     /// Per Service: backend deleted → every probe answered by the live backends (ms).
     pub member_update_ms: Vec<f64>,
+    /// Per Service: create → its KuryrLoadBalancer's status lists every backend (ms; polled
+    /// every 250 ms).
+    pub create_converged_ms: Vec<f64>,
+    /// Per Service: backend deleted → its member gone from the status (ms; polled).
+    pub member_removed_ms: Vec<f64>,
     /// Octavia requests per Service during creation.
     pub octavia_calls_per_service: f64,
     /// Octavia writes per Service during creation.
     pub octavia_writes_per_service: f64,
     /// Load balancers of the namespace left after deleting the Services.
-    pub leaked: usize,
+    /// (`None`: not counted, `--no-traffic`.)
+    pub leaked: Option<usize>,
 }
 
 impl SvcBurstResult {
@@ -49,14 +62,17 @@ impl SvcBurstResult {
     pub fn machine_line(&self) -> String {
         let p = |v: &[f64], q: f64| percentile(v, q).map_or("NA".into(), |x| format!("{x:.0}"));
         format!(
-            "services={} create_answer_p50_ms={} create_answer_p99_ms={} member_update_p99_ms={} octavia_calls_per_service={:.1} octavia_writes_per_service={:.1} leaked={}",
-            self.create_answer_ms.len(),
+            "services={} create_answer_p50_ms={} create_answer_p99_ms={} member_update_p99_ms={} create_converged_p50_ms={} create_converged_p99_ms={} member_removed_p99_ms={} octavia_calls_per_service={:.1} octavia_writes_per_service={:.1} leaked={}",
+            self.create_converged_ms.len(),
             p(&self.create_answer_ms, 50.0),
             p(&self.create_answer_ms, 99.0),
             p(&self.member_update_ms, 99.0),
+            p(&self.create_converged_ms, 50.0),
+            p(&self.create_converged_ms, 99.0),
+            p(&self.member_removed_ms, 99.0),
             self.octavia_calls_per_service,
             self.octavia_writes_per_service,
-            self.leaked
+            self.leaked.map_or("NA".into(), |n| n.to_string())
         )
     }
 }
@@ -176,11 +192,16 @@ pub async fn run(cluster: &Cluster, client: &Client, cfg: &SvcBurstConfig) -> Re
         })??;
         vips.push((vip, at));
     }
-    let mut probes = JoinSet::new();
-    for (vip, at) in vips.clone() {
-        probes.spawn(first_answer(prober.clone(), vip, at, cfg.timeout));
-    }
     let mut result = SvcBurstResult::default();
+    let mut probes = JoinSet::new();
+    if !cfg.no_traffic {
+        for (vip, at) in vips.clone() {
+            probes.spawn(first_answer(prober.clone(), vip, at, cfg.timeout));
+        }
+    }
+    // The control plane, while the probes run: every Service's status holding every backend.
+    result.create_converged_ms =
+        times(client, ns, &vips, keys.len(), cfg.timeout, "with every backend").await?;
     while let Some(r) = probes.join_next().await {
         match r {
             Ok(Some(ms)) => result.create_answer_ms.push(ms),
@@ -193,13 +214,14 @@ pub async fn run(cluster: &Cluster, client: &Client, cfg: &SvcBurstConfig) -> Re
         }
     }
     say(&format!(
-        "every VIP answered {:.1} s after the first create",
+        "every Service converged{} {:.1} s after the first create",
+        if cfg.no_traffic {
+            ""
+        } else {
+            " and its VIP answered"
+        },
         started.elapsed().as_secs_f64()
     ));
-    // Let the last status writes land, then count Octavia requests.
-    for i in 0..cfg.services {
-        services::wait_members(client, ns, &format!("svc-{i}"), keys.len(), cfg.timeout).await?;
-    }
     let after = metrics::scrape(&cluster.metrics_url).await?;
     let (a0, w0) = octavia_counts(&before);
     let (a1, w1) = octavia_counts(&after);
@@ -216,8 +238,9 @@ pub async fn run(cluster: &Cluster, client: &Client, cfg: &SvcBurstConfig) -> Re
     ));
     let since = Instant::now();
     pods::delete_pod(client, ns, &gone).await?;
+    let removed: Vec<(String, Instant)> = vips.iter().map(|(v, _)| (v.clone(), since)).collect();
     let mut checks = JoinSet::new();
-    for (vip, _) in &vips {
+    for (vip, _) in vips.iter().filter(|_| !cfg.no_traffic) {
         checks.spawn(settled(
             prober.clone(),
             vip.clone(),
@@ -226,6 +249,15 @@ pub async fn run(cluster: &Cluster, client: &Client, cfg: &SvcBurstConfig) -> Re
             cfg.timeout,
         ));
     }
+    result.member_removed_ms = times(
+        client,
+        ns,
+        &removed,
+        keys.len() - 1,
+        cfg.timeout,
+        "without the deleted backend",
+    )
+    .await?;
     while let Some(r) = checks.join_next().await {
         match r {
             Ok(Some(ms)) => result.member_update_ms.push(ms),
@@ -253,23 +285,61 @@ pub async fn run(cluster: &Cluster, client: &Client, cfg: &SvcBurstConfig) -> Re
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    // Octavia finishes a cascade delete after answering: give it a moment.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let prefix = format!("{ns}/");
-        result.leaked = services::lbs_tagged(&cluster.tag)?
-            .iter()
-            .filter(|l| l.name.starts_with(&prefix))
-            .count();
-        if result.leaked == 0 || Instant::now() >= deadline {
-            break;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+    // Octavia finishes a cascade delete after answering: give it a moment. (Not counted
+    // without a data path's cloud: the tool lists the real cloud's load balancers.)
+    if !cfg.no_traffic {
+        result.leaked = Some(leaked(cluster, ns).await?);
     }
     pods::delete_namespace(client, ns).await?;
     let remaining: Vec<(String, String)> = keys.into_iter().filter(|k| k.1 != gone).collect();
     pods::wait_gone(client, &remaining, cfg.timeout).await?;
     Ok(result)
+}
+
+/// The cloud's load balancers of namespace `ns` left after its Services were deleted, waiting
+/// up to a minute for them to go.
+async fn leaked(cluster: &Cluster, ns: &str) -> Result<usize> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let prefix = format!("{ns}/");
+    loop {
+        let n = services::lbs_tagged(&cluster.tag)?
+            .iter()
+            .filter(|l| l.name.starts_with(&prefix))
+            .count();
+        if n == 0 || Instant::now() >= deadline {
+            return Ok(n);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Per Service `svc-<i>` (the order of `since`): the time from its instant until its
+/// KuryrLoadBalancer's status lists `members` members, polled concurrently.
+async fn times(
+    client: &Client,
+    ns: &str,
+    since: &[(String, Instant)],
+    members: usize,
+    timeout: Duration,
+    what: &str,
+) -> Result<Vec<f64>> {
+    let mut waits = JoinSet::new();
+    for (i, (_, at)) in since.iter().enumerate() {
+        let (client, ns, at) = (client.clone(), ns.to_string(), *at);
+        waits.spawn(async move {
+            services::wait_members(&client, &ns, &format!("svc-{i}"), members, timeout)
+                .await
+                .map(|_| at.elapsed().as_secs_f64() * 1000.0)
+        });
+    }
+    let mut out = Vec::new();
+    while let Some(r) = waits.join_next().await {
+        out.push(r.map_err(|e| Error::Parse {
+            what: format!("waiting for each KuryrLoadBalancer {what}"),
+            detail: e.to_string(),
+        })??);
+    }
+    Ok(out)
 }
 
 /// A readable summary.
@@ -278,6 +348,8 @@ pub fn summary(r: &SvcBurstResult) -> String {
     format!(
         "create → VIP answers: p50 {} ms, p99 {} ms, max {} ms ({} Services)\n\
          backend deleted → no VIP sends to it: p50 {} ms, p99 {} ms\n\
+         create → status lists every backend: p50 {} ms, p99 {} ms\n\
+         backend deleted → its member gone from the status: p50 {} ms, p99 {} ms\n\
          Octavia requests per Service: {:.1} ({:.1} writes)\n\
          load balancers left after deleting every Service: {}\n",
         p(&r.create_answer_ms, 50.0),
@@ -286,8 +358,12 @@ pub fn summary(r: &SvcBurstResult) -> String {
         r.create_answer_ms.len(),
         p(&r.member_update_ms, 50.0),
         p(&r.member_update_ms, 99.0),
+        p(&r.create_converged_ms, 50.0),
+        p(&r.create_converged_ms, 99.0),
+        p(&r.member_removed_ms, 50.0),
+        p(&r.member_removed_ms, 99.0),
         r.octavia_calls_per_service,
         r.octavia_writes_per_service,
-        r.leaked
+        r.leaked.map_or("not counted".into(), |n| n.to_string())
     )
 }

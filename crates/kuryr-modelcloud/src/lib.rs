@@ -14,6 +14,7 @@ pub mod keystone;
 pub mod model;
 pub mod neutron;
 pub mod octavia;
+pub mod ovs;
 mod stats;
 pub mod wire;
 
@@ -40,6 +41,8 @@ pub struct Cloud {
     pub octavia: FakeOctavia,
     model: Model,
     workers: Semaphore,
+    /// Neutron's handling of OVN's port-up events: serial, beside the API workers.
+    port_up: Semaphore,
     octavia_api: Semaphore,
     provisioners: Semaphore,
     /// Bulk port creations in flight per network (IPAM collisions).
@@ -66,6 +69,7 @@ impl Cloud {
             // Pending until the model says (`u32::MAX` reads never settle it by themselves).
             octavia: FakeOctavia::new().with_settle_reads(u32::MAX),
             workers: Semaphore::new(model.neutron_workers.max(1)),
+            port_up: Semaphore::new(1),
             octavia_api: Semaphore::new(model.octavia_api_workers.max(1)),
             provisioners: Semaphore::new(model.provisioners.max(1)),
             model,
@@ -95,16 +99,48 @@ impl Cloud {
 
     /// A node plugged `port_id`: it goes ACTIVE after the model's delay (false: unknown port).
     pub fn plugged(self: &Arc<Self>, port_id: &str) -> bool {
+        self.plugged_then(port_id, Duration::ZERO, || {})
+    }
+
+    /// [`Cloud::plugged`], and `then` runs at ovn-controller's claim (when it would set the
+    /// node's `ovn-installed` flag), before Neutron's worker turns the port ACTIVE.
+    /// `queued`: how long the node's ovn-controller is still busy with earlier claims.
+    pub fn plugged_then(
+        self: &Arc<Self>,
+        port_id: &str,
+        queued: Duration,
+        then: impl FnOnce() + Send + 'static,
+    ) -> bool {
         if self.neutron.port(port_id).is_none() {
             return false;
         }
         let (lo, hi) = self.model.active_after_plug_ms;
-        let delay = Duration::from_millis(lo + spread(port_id, hi.saturating_sub(lo)));
+        let delay = queued + Duration::from_millis(lo + spread(port_id, hi.saturating_sub(lo)));
         let me = self.clone();
         let id = port_id.to_string();
         tokio::spawn(async move {
             tokio::time::sleep(delay).await;
-            me.neutron.activate(&id);
+            // ovn-controller's claim: the node's own flag is set at once...
+            then();
+            // ...while Neutron hears of it from OVN's northbound database and writes the port's
+            // status, one port after another (model::PORT_UP), beside its API worker: the
+            // sandbox's ports turn ACTIVE at the same pace while pool refills keep that busy.
+            let activated = me
+                .priced(
+                    Desk::PortUp,
+                    model::PORT_UP,
+                    0,
+                    1.0,
+                    async {
+                        me.neutron.activate(&id);
+                        Ok(())
+                    },
+                    |_| 0,
+                )
+                .await;
+            if activated.is_none() {
+                tracing::debug!(port = %id, "model stopping: port left DOWN");
+            }
         });
         true
     }
@@ -117,6 +153,8 @@ pub(crate) enum Desk {
     Neutron,
     /// Octavia's API workers ([`Model::octavia_api_workers`]).
     Octavia,
+    /// Neutron's serial handling of OVN's port-up events ([`model::PORT_UP`]).
+    PortUp,
 }
 
 impl Cloud {
@@ -137,6 +175,7 @@ impl Cloud {
     {
         let (workers, cost) = match desk {
             Desk::Neutron => (&self.workers, self.model.cost(op)),
+            Desk::PortUp => (&self.port_up, self.model.cost(op)),
             Desk::Octavia => (&self.octavia_api, self.model.octavia_cost(op)),
         };
         let mut pending = stats::Pending {
@@ -148,17 +187,42 @@ impl Cloud {
         let _worker = workers.acquire().await.ok()?;
         let wait = queued.elapsed();
         let mut service = cost.time(before).mul_f64(weight.max(0.0));
-        tokio::time::sleep(service).await;
+        self.serve(service).await;
         let r = call.await;
         let listed = r.as_ref().map(&after).unwrap_or(0);
         if listed > 0 {
             let more = Duration::from_secs_f64(cost.per_item_ms * listed as f64 / 1000.0);
-            tokio::time::sleep(more).await;
+            self.serve(more).await;
             service += more;
         }
         self.record(op, before + listed, wait, service, r.is_ok());
         pending.done = true;
         Some(r)
+    }
+
+    /// One server's work for `d`: a sleep, of which [`Model::cpu_share`] is spent on a CPU
+    /// (spinning on a blocking thread), as the sandbox's cloud spends this machine's cores.
+    async fn serve(&self, d: Duration) {
+        let share = self.model.cpu_share;
+        let share = if share.is_finite() {
+            share.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        let burn = d.mul_f64(share);
+        if !burn.is_zero() {
+            let spun = tokio::task::spawn_blocking(move || {
+                let t = Instant::now();
+                while t.elapsed() < burn {
+                    std::hint::spin_loop();
+                }
+            })
+            .await;
+            if spun.is_err() {
+                tracing::debug!("the model's CPU work was cancelled");
+            }
+        }
+        tokio::time::sleep(d.saturating_sub(burn)).await;
     }
 
     /// Write `op` of `items` items left load balancer `lb_id` `PENDING_*`: it turns `ACTIVE`
@@ -169,12 +233,19 @@ impl Cloud {
         let me = self.clone();
         tokio::spawn(async move {
             let queued = Instant::now();
-            let Ok(_p) = me.provisioners.acquire().await else {
+            // The ovn provider works inside the API process: its provisioning queues with the
+            // API's requests for the same server (Model::provision_in_api).
+            let server = if me.model.provision_in_api {
+                &me.octavia_api
+            } else {
+                &me.provisioners
+            };
+            let Ok(_p) = server.acquire().await else {
                 return;
             };
             let wait = queued.elapsed();
             let service = me.model.provisioning_cost(op).time(items);
-            tokio::time::sleep(service).await;
+            me.serve(service).await;
             if let Some(id) = lb_id {
                 me.octavia
                     .set_status(&id, kuryr_openstack::octavia::status::ACTIVE);

@@ -28,6 +28,15 @@ struct Args {
     /// A subnet pool, `ID=CIDR/DEFAULT_PREFIXLEN`, e.g. `pool=10.128.0.0/14/24` (repeatable).
     #[arg(long = "subnet-pool")]
     pools: Vec<String>,
+    /// An Open vSwitch database to follow, e.g. `unix:/run/openvswitch/db.sock` (repeatable): an
+    /// interface that appears there with `external_ids:iface-id=<port>` plugs that port, as
+    /// ovn-controller's claim does on a real node (for real daemons against the model).
+    #[arg(long = "plugs-from-ovsdb")]
+    ovsdbs: Vec<String>,
+    /// The share (0–1) of each service time spent on this machine's CPU rather than asleep:
+    /// 1 when the model stands in for a cloud that shares the machine (the calibration).
+    #[arg(long)]
+    cpu_share: Option<f64>,
 }
 
 #[tokio::main]
@@ -52,6 +61,15 @@ async fn main() -> anyhow::Result<()> {
     }
     if args.time_scale != 1.0 {
         model = model.scaled(args.time_scale);
+    }
+    if let Some(c) = args.cpu_share {
+        model.cpu_share = c;
+    }
+    if !(0.0..=1.0).contains(&model.cpu_share) {
+        bail!(
+            "the CPU share (--cpu-share, or cpu_share in --model) must be between 0 and 1, not {}",
+            model.cpu_share
+        );
     }
     let fake = FakeNeutron::new();
     let mut made = Vec::new();
@@ -79,13 +97,28 @@ async fn main() -> anyhow::Result<()> {
     let running = serve(Cloud::new(fake, model), args.listen)
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
+    let mut monitors = Vec::new();
+    for db in &args.ovsdbs {
+        let (child, _thread) =
+            kuryr_modelcloud::ovs::follow(running.cloud.clone(), db, tokio::runtime::Handle::current())?;
+        monitors.push(child);
+        made.push(format!("following ovsdb={db}"));
+    }
     println!("modelcloud url={} auth_url={}", running.url, running.auth_url());
     for m in made {
         println!("{m}");
     }
-    tokio::select! {
-        r = running.task => r.context("the server task")?,
-        r = tokio::signal::ctrl_c() => r.context("waiting for ctrl-c")?,
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    let ended = tokio::select! {
+        r = running.task => r.context("the server task"),
+        r = tokio::signal::ctrl_c() => r.context("waiting for ctrl-c"),
+        _ = term.recv() => Ok(()),
+    };
+    // The monitors are this process's children: they end with it.
+    for mut m in monitors {
+        let _ = m.kill();
+        let _ = m.wait();
     }
-    Ok(())
+    ended
 }

@@ -301,14 +301,19 @@ async fn the_real_octavia_client_works_against_the_model() {
     let fake = FakeNeutron::new();
     let (_, subnet) = fake.add_network("services", "10.96.0.0/16");
     let mut model = Model::default().scaled(0.01);
-    // Provisioning long enough to see PENDING_* (fixed 200 ms).
-    model.provisioning.insert(
-        ops::LB_CREATE.into(),
-        kuryr_modelcloud::Cost {
-            fixed_ms: 200.0,
-            per_item_ms: 0.0,
-        },
-    );
+    // Provisioning long enough to see PENDING_* (fixed 200 ms), by provisioners of its own:
+    // this test is about what the client is answered, not about the queueing (on the API's
+    // one server, as the ovn provider runs, a read waits out the provisioning before it).
+    model.provision_in_api = false;
+    for op in [ops::LB_CREATE, ops::MEMBER_BATCH_UPDATE] {
+        model.provisioning.insert(
+            op.into(),
+            kuryr_modelcloud::Cost {
+                fixed_ms: 200.0,
+                per_item_ms: 0.0,
+            },
+        );
+    }
     let running = serve(Cloud::new(fake, model), "127.0.0.1:0".parse().expect("addr"))
         .await
         .expect("serves");
@@ -406,8 +411,15 @@ async fn the_real_octavia_client_works_against_the_model() {
         tags: vec!["cluster=c1".into()],
         ..Default::default()
     };
+    // Put straight into the model's state: through the API each would wait out its
+    // provisioning on the API's one server (200 ms here), 200 s for nothing this test reads.
     for i in 0..1001 {
-        o.create_load_balancer(&tagged(i)).await.expect("create");
+        running
+            .cloud
+            .octavia
+            .create_load_balancer(&tagged(i))
+            .await
+            .expect("create");
     }
     let filter = LbFilter {
         tags: vec!["cluster=c1".into()],
@@ -446,6 +458,6 @@ async fn the_real_octavia_client_works_against_the_model() {
     let err = o.get_load_balancer(&lb.id).await.expect_err("404");
     assert!(err.is_not_found(), "{err:?}");
     let s = running.cloud.stats();
-    assert_eq!(s.ops[ops::LB_CREATE].requests, 1002);
+    assert_eq!(s.ops[ops::LB_CREATE].requests, 1);
     assert!(s.ops.contains_key("provision:lb_create"), "{:?}", s.ops.keys());
 }

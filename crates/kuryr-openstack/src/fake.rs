@@ -157,9 +157,13 @@ impl State {
         Some(port)
     }
 
+    /// IDs in creation order, unique in their first 11 characters as well: what a node names
+    /// a port's devices after (`tap` + 11 characters), so the model cloud's ports can be wired
+    /// by real daemons (the first model-cloud run against real nodes found every port named
+    /// `tap00000000-00`).
     fn new_id(&mut self) -> String {
         self.next_id += 1;
-        format!("00000000-0000-4000-8000-{:012x}", self.next_id)
+        format!("{:08x}-0000-4000-8000-{:012x}", self.next_id, self.next_id)
     }
 }
 

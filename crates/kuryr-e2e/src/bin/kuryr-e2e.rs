@@ -157,6 +157,9 @@ enum Cmd {
         /// Seconds each phase may take.
         #[arg(long, default_value_t = 180)]
         timeout: u64,
+        /// Control-plane figures only (a cloud without a data path: the model cloud).
+        #[arg(long)]
+        no_traffic: bool,
     },
     /// K NetworkPolicies over N pods; pod, namespace and policy changes timed until a probe
     /// flips (bench/policy-enforce).
@@ -170,6 +173,9 @@ enum Cmd {
         /// Seconds one change may take.
         #[arg(long, default_value_t = 30)]
         timeout: u64,
+        /// Control-plane figures only (a cloud without a data path: the model cloud).
+        #[arg(long)]
+        no_traffic: bool,
     },
 }
 
@@ -570,6 +576,7 @@ async fn cmd_service_burst(
     backends: usize,
     namespace: String,
     timeout: u64,
+    no_traffic: bool,
 ) -> anyhow::Result<bool> {
     let client = cluster.client().await?;
     let cfg = kuryr_e2e::svc_burst::SvcBurstConfig {
@@ -577,11 +584,12 @@ async fn cmd_service_burst(
         backends,
         namespace,
         timeout: Duration::from_secs(timeout),
+        no_traffic,
     };
     let r = kuryr_e2e::svc_burst::run(cluster, &client, &cfg).await?;
     print!("{}", kuryr_e2e::svc_burst::summary(&r));
     println!("{}", r.machine_line());
-    Ok(r.leaked == 0)
+    Ok(r.leaked.unwrap_or(0) == 0)
 }
 
 #[tokio::main]
@@ -679,16 +687,19 @@ async fn main() -> ExitCode {
             backends,
             namespace,
             timeout,
-        } => cmd_service_burst(&cluster, services, backends, namespace, timeout).await,
+            no_traffic,
+        } => cmd_service_burst(&cluster, services, backends, namespace, timeout, no_traffic).await,
         Cmd::PolicyEnforce {
             policies,
             pods,
             timeout,
+            no_traffic,
         } => {
             let opts = kuryr_e2e::policy_bench::Options {
                 policies,
                 pods,
                 timeout: Duration::from_secs(timeout),
+                no_traffic,
             };
             match cluster.client().await {
                 Ok(client) => kuryr_e2e::policy_bench::run(&cluster, &client, &opts)
