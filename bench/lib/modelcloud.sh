@@ -5,6 +5,23 @@
 # stops it.
 MODEL_PID=""
 MODEL_URL=""
+# clouds_of VALUE: CLOUDS from --cloud real|model|both (both: the real cloud, then the model, in
+# the same hour), and MODEL_FILE checked.
+clouds_of() {
+  case $1 in real) CLOUDS=(real) ;; model) CLOUDS=(model) ;; both) CLOUDS=(real model) ;;
+    *) die "--cloud must be real, model or both" ;;
+  esac
+  [[ -z $MODEL_FILE || -r $MODEL_FILE ]] || die "--model $MODEL_FILE: not a readable file"
+}
+# model_stats FILE: what the model served, by operation (requests, queueing, service time);
+# a figure beside the benchmark's, so its absence is said, not fatal.
+model_stats() {
+  if curl -fsS "$MODEL_URL/__model/stats" >"$1"; then
+    say "the model's request statistics: $1"
+  else
+    say "could not read the model's request statistics from $MODEL_URL"
+  fi
+}
 MODEL_SETS=()
 # model_up: the model cloud in the sandbox's layout (the pod and service subnets' CIDRs), following
 # every node's Open vSwitch database; MODEL_SETS point the cluster's controller at it.
